@@ -1,0 +1,219 @@
+// Package devcluster keeps a local control plane (package cluster) running
+// in the background for people: `gpuslice dev up` starts a detached server
+// process that owns the cluster, `dev env` prints how to reach it and
+// `dev down` stops it with nothing left running.
+package devcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/gpuslice/gpuslice/acctest/cluster"
+)
+
+// State is what a running server records in <dir>/state.json.
+type State struct {
+	PID        int      `json:"pid"`
+	Kubeconfig string   `json:"kubeconfig"`
+	Host       string   `json:"host"`
+	Nodes      []string `json:"nodes"`
+	StartupMS  int64    `json:"startupMs"`
+}
+
+// DefaultDir is where the dev cluster lives unless told otherwise:
+// $XDG_STATE_HOME/gpuslice/dev, else ~/.local/state/gpuslice/dev.
+func DefaultDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "gpuslice", "dev")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "gpuslice", "dev")
+	}
+	return filepath.Join(os.TempDir(), "gpuslice-dev")
+}
+
+func statePath(dir string) string { return filepath.Join(dir, "state.json") }
+func serverLog(dir string) string { return filepath.Join(dir, "server.log") }
+
+// Running returns the state of the server in dir, or an error saying how to
+// start one.
+func Running(dir string) (*State, error) {
+	data, err := os.ReadFile(statePath(dir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no dev cluster is running in %s: start one with `gpuslice dev up`", dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var s State
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("read %s: %w (remove it and run `gpuslice dev up`)", statePath(dir), err)
+	}
+	if !alive(s.PID) {
+		return nil, fmt.Errorf("the dev cluster in %s is no longer running (server pid %d is gone; its log: %s): run `gpuslice dev up`", dir, s.PID, serverLog(dir))
+	}
+	return &s, nil
+}
+
+// UpOptions configure Up.
+type UpOptions struct {
+	Dir    string
+	BinDir string
+	Nodes  int
+	// ServeArgs re-runs the current executable as the server; Up appends
+	// the directory, tool and node flags.
+	ServeArgs []string
+	Timeout   time.Duration
+}
+
+// Up starts a server in the background unless one is already running in
+// opts.Dir, and returns its state once the control plane is ready.
+func Up(ctx context.Context, opts UpOptions) (*State, bool, error) {
+	if s, err := Running(opts.Dir); err == nil {
+		return s, false, nil
+	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, false, fmt.Errorf("create %s: %w", opts.Dir, err)
+	}
+	_ = os.Remove(statePath(opts.Dir))
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, false, err
+	}
+	logFile, err := os.Create(serverLog(opts.Dir))
+	if err != nil {
+		return nil, false, err
+	}
+	defer logFile.Close()
+	args := append(append([]string(nil), opts.ServeArgs...),
+		"--dir", opts.Dir, "--bin-dir", opts.BinDir, "--nodes", fmt.Sprint(opts.Nodes))
+	cmd := exec.Command(exe, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// A session of its own: the server outlives this command and the
+	// terminal's Ctrl-C.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, false, fmt.Errorf("start dev cluster server: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	timeout := opts.Timeout
+	if timeout == 0 {
+		timeout = 2 * time.Minute
+	}
+	deadline := time.After(timeout)
+	for {
+		if s, err := Running(opts.Dir); err == nil {
+			return s, true, nil
+		}
+		select {
+		case err := <-exited:
+			return nil, false, fmt.Errorf("dev cluster server exited (%v):\n%s", err, tailLog(serverLog(opts.Dir)))
+		case <-deadline:
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			return nil, false, fmt.Errorf("dev cluster not ready after %s; server log:\n%s", timeout, tailLog(serverLog(opts.Dir)))
+		case <-ctx.Done():
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			return nil, false, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Serve runs the control plane in the foreground until SIGTERM or SIGINT,
+// recording its state for Up, Running and Down.
+func Serve(dir, binDir string, nodes int) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	c, err := cluster.Start(ctx, cluster.Options{
+		Dir: filepath.Join(dir, "cluster"), BinDir: binDir,
+		Logf: func(f string, a ...any) { fmt.Printf(f+"\n", a...) },
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	s := State{PID: os.Getpid(), Kubeconfig: c.KubeconfigPath, Host: c.Host, StartupMS: c.StartupTime.Milliseconds()}
+	for i := 1; i <= nodes; i++ {
+		name := fmt.Sprintf("gpu-node-%d", i)
+		if _, err := c.AddNode(ctx, cluster.NodeSpec{Name: name}); err != nil {
+			return err
+		}
+		s.Nodes = append(s.Nodes, name)
+	}
+	data, _ := json.MarshalIndent(s, "", "  ")
+	if err := os.WriteFile(statePath(dir), data, 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(statePath(dir))
+	fmt.Printf("serving; stop with `gpuslice dev down`\n")
+	select {
+	case <-ctx.Done():
+	case <-watchFailure(c):
+		return fmt.Errorf("a control-plane component stopped: %v\n%s", c.Failed(), c.LogTails(20))
+	}
+	fmt.Printf("stopping\n")
+	return nil
+}
+
+func watchFailure(c *cluster.Cluster) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		for c.Failed() == nil {
+			time.Sleep(time.Second)
+		}
+		close(ch)
+	}()
+	return ch
+}
+
+// Down stops the server in dir and waits until it and every component have
+// exited.
+func Down(dir string, timeout time.Duration) (bool, error) {
+	s, err := Running(dir)
+	if err != nil {
+		return false, nil // nothing to stop
+	}
+	if err := syscall.Kill(s.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return false, fmt.Errorf("stop dev cluster server %d: %w", s.PID, err)
+	}
+	deadline := time.Now().Add(timeout)
+	for alive(s.PID) {
+		if time.Now().After(deadline) {
+			// Components die with their parent (they run with a parent-death
+			// signal), so killing the server is enough.
+			_ = syscall.Kill(s.PID, syscall.SIGKILL)
+			return true, fmt.Errorf("dev cluster server %d did not stop within %s and was killed", s.PID, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return true, nil
+}
+
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+func tailLog(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(data) > 4000 {
+		data = data[len(data)-4000:]
+	}
+	return string(data)
+}

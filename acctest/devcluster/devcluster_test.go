@@ -1,0 +1,105 @@
+package devcluster_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/gpuslice/gpuslice/acctest/clustertest"
+	"github.com/gpuslice/gpuslice/acctest/devcluster"
+)
+
+// TestUpEnvDown drives the real `gpuslice dev` commands as a person would
+// and checks nothing is left running afterwards.
+func TestUpEnvDown(t *testing.T) {
+	clustertest.RequireTools(t)
+	gpuslice := filepath.Join(t.TempDir(), "gpuslice")
+	if out, err := exec.Command("go", "build", "-o", gpuslice, "github.com/gpuslice/gpuslice/cmd/gpuslice").CombinedOutput(); err != nil {
+		t.Fatalf("build gpuslice: %v\n%s", err, out)
+	}
+	dir := filepath.Join(t.TempDir(), "dev")
+	run := func(args ...string) (string, error) {
+		out, err := exec.Command(gpuslice, append(args, "--dir", dir)...).CombinedOutput()
+		return string(out), err
+	}
+	t.Cleanup(func() { _, _ = run("dev", "down") })
+
+	out, err := run("dev", "up", "--nodes", "1")
+	if err != nil {
+		t.Fatalf("dev up: %v\n%s", err, out)
+	}
+	kubeconfigLine := "export KUBECONFIG=" + filepath.Join(dir, "cluster", "kubeconfig")
+	if !strings.Contains(out, kubeconfigLine) {
+		t.Fatalf("dev up printed %q, want the line %q", out, kubeconfigLine)
+	}
+	state, err := devcluster.Running(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A second `up` finds the running cluster instead of starting another.
+	out, err = run("dev", "up")
+	if err != nil || !strings.Contains(out, "already running") {
+		t.Fatalf("second dev up: %v\n%s", err, out)
+	}
+	out, err = run("dev", "env")
+	if err != nil || strings.TrimSpace(out) != kubeconfigLine {
+		t.Fatalf("dev env: %v: %q", err, out)
+	}
+	if _, err := exec.LookPath("kubectl"); err == nil {
+		kc := exec.Command("kubectl", "get", "nodes", "-o", "name")
+		kc.Env = append(os.Environ(), "KUBECONFIG="+state.Kubeconfig)
+		if out, err := kc.CombinedOutput(); err != nil || !strings.Contains(string(out), "node/gpu-node-1") {
+			t.Fatalf("kubectl get nodes: %v\n%s", err, out)
+		}
+	}
+
+	children := childPIDs(t, state.PID)
+	if len(children) != 4 {
+		t.Errorf("server %d has %d child processes, want 4 (etcd and three kube components)", state.PID, len(children))
+	}
+	out, err = run("dev", "down")
+	if err != nil || !strings.Contains(out, "dev cluster stopped") {
+		t.Fatalf("dev down: %v\n%s", err, out)
+	}
+	for _, pid := range append(children, state.PID) {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("process %d still running after dev down", pid)
+		}
+	}
+	if out, err := run("dev", "env"); err == nil || !strings.Contains(out, "gpuslice dev up") {
+		t.Errorf("dev env after down: err %v, output %q: want an error saying to run `gpuslice dev up`", err, out)
+	}
+}
+
+// childPIDs lists the direct children of pid from /proc.
+func childPIDs(t *testing.T, pid int) []int {
+	t.Helper()
+	entries, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kids []int
+	for _, e := range entries {
+		data, err := os.ReadFile(e)
+		if err != nil {
+			continue
+		}
+		// Format: pid (comm) state ppid ...; comm may contain spaces.
+		rest := string(data[strings.LastIndexByte(string(data), ')')+2:])
+		var state string
+		var ppid, child int
+		if _, err := fmt.Sscan(rest, &state, &ppid); err != nil || ppid != pid {
+			continue
+		}
+		if _, err := fmt.Sscan(filepath.Base(filepath.Dir(e)), &child); err == nil {
+			kids = append(kids, child)
+		}
+	}
+	return kids
+}

@@ -1,0 +1,42 @@
+// Package contract holds the names that the engine (which renders
+// DeviceClasses, claims and policies) and the node plugin (which publishes
+// devices and prepares claims) must agree on. Both import it, so the two
+// sides can never drift apart.
+package contract
+
+// DriverName is the DRA driver name: devices, device classes and CEL
+// selectors all refer to it.
+const DriverName = "gpuslice.dev"
+
+// Device attribute names published on every slice device. In CEL they read
+// device.attributes["gpuslice.dev"].<name>.
+const (
+	AttrModel             = "model"             // string, NVML name, e.g. "Tesla V100-PCIE-32GB"
+	AttrUUID              = "uuid"              // string, UUID of the physical GPU
+	AttrIndex             = "index"             // int, NVML index on the node
+	AttrComputeCapability = "computeCapability" // version, e.g. 7.0.0
+	AttrArchitecture      = "architecture"      // string, e.g. "Volta"
+	AttrDriverVersion     = "driverVersion"     // string, e.g. "580.95.05"
+	AttrFraction          = "fraction"          // int, percent of the GPU: 25, 50, 100
+)
+
+// Capacity and counter names. Each GPU has one CounterSet with both
+// counters; each slice device consumes its fraction of them, so the
+// scheduler never places slices adding up to more than the GPU.
+const (
+	CapacityMemory  = "memory"  // bytes
+	CapacityCompute = "compute" // percent of the GPU's compute
+	ComputeWhole    = 100
+)
+
+// Labels gpuslice puts on the objects it renders.
+const (
+	// LabelPackage names the package (device class) a claim template uses.
+	LabelPackage = "gpuslice.dev/package"
+	// LabelTenant marks namespaces where tenants run workloads; the admission
+	// policies apply there only.
+	LabelTenant = "gpuslice.dev/tenant"
+	// LabelManagedBy is the standard ownership label; its value is ManagedBy.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "gpuslice"
+)
