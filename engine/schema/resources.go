@@ -1,0 +1,135 @@
+package schema
+
+import "github.com/zclconf/go-cty/cty"
+
+// Platform is the gpuslice_platform resource.
+var Platform = Resource{
+	Type:        "gpuslice_platform",
+	Description: "Cluster-wide gpuslice settings: which namespaces are tenants, which GPU fractions the node plugins offer, and whether the admission policies that keep tenants inside their slices are installed. At most one per cluster.",
+	ImportID:    "<namespace>, the platform namespace (default gpuslice-system)",
+	Block: Block{Attributes: []Attribute{
+		computed(str("id", "The platform namespace.")),
+		forceNew(strDefault("namespace", "gpuslice-system", "Namespace holding the platform's own objects (its settings and, once installed, the node plugin). Created when missing.")),
+		strDefault("tenant_label", "gpuslice.dev/tenant", "Label key marking tenant namespaces. Every gpuslice_quota labels its namespace `<tenant_label>=true`; admission policies apply to those namespaces only."),
+		{Name: "fractions", Type: cty.List(cty.Number), Default: cty.ListVal([]cty.Value{cty.NumberIntVal(25), cty.NumberIntVal(50), cty.NumberIntVal(100)}),
+			Description: "GPU fractions, in percent, that the node plugins offer as slices. A package's fraction must be one of them; each must divide 100."},
+		{Name: "admission_policies", Type: cty.Bool, Default: cty.True,
+			Description: "Install the ValidatingAdmissionPolicies that admit only the documented claim shape in tenant namespaces."},
+	}},
+}
+
+// Package is the gpuslice_package resource.
+var Package = Resource{
+	Type:        "gpuslice_package",
+	Description: "A GPU package: a fixed fraction of one GPU model (for example 25 % of a Tesla V100-PCIE-32GB = 8 GiB). Rendered as one DeviceClass whose CEL selector pins driver, model and fraction.",
+	ImportID:    "<name>, the DeviceClass name",
+	Block: Block{Attributes: []Attribute{
+		computed(str("id", "The DeviceClass name.")),
+		forceNew(required(str("name", "Package name; becomes the DeviceClass name (lowercase letters, digits and '-', e.g. v100-8gi)."))),
+		required(str("gpu_model", "GPU model exactly as NVML reports it, e.g. `Tesla V100-PCIE-32GB`.")),
+		{Name: "fraction", Type: cty.Number, Required: true, Description: "Percent of the GPU one slice gets: one of the platform's fractions (25, 50, 100 by default). Memory is a hard limit; compute a cooperative share."},
+		str("extended_resource_name", "Optional extended resource name (e.g. `gpuslice.dev/v100-8gi`) so pods can request the package as `resources.limits` instead of a claim."),
+		computed(Attribute{Name: "memory_bytes", Type: cty.Number, Description: "GPU memory of one slice in bytes."}),
+		computed(str("memory", "GPU memory of one slice, e.g. `8Gi`.")),
+		computed(Attribute{Name: "compute_share", Type: cty.Number, Description: "Compute share of one slice in percent."}),
+	}},
+}
+
+// Quota is the gpuslice_quota resource.
+var Quota = Resource{
+	Type:        "gpuslice_quota",
+	Description: "What one namespace may use: a number of slices per package (every other package gets 0) and pooled CPU and memory. Rendered as the namespace's tenant label and one ResourceQuota. Quota is an entitlement, not a reservation: a workload waits when no compatible slice is free.",
+	ImportID:    "<namespace>",
+	Block: Block{Attributes: []Attribute{
+		computed(str("id", "The namespace.")),
+		forceNew(required(str("namespace", "Tenant namespace. Created when missing; labelled as a tenant. Never deleted by gpuslice."))),
+		{Name: "slices", Type: cty.Map(cty.Number), Required: true, Description: "Package name → number of slices the namespace may claim at once. Packages not listed get 0."},
+		str("cpu_requests", "Pooled `requests.cpu` for the namespace, e.g. `8`. A GPU pod still needs CPU: leave headroom for it."),
+		str("memory_requests", "Pooled `requests.memory`, e.g. `32Gi`."),
+		str("cpu_limits", "Pooled `limits.cpu`."),
+		str("memory_limits", "Pooled `limits.memory`."),
+		{Name: "max_claims", Type: cty.Number, Description: "Maximum number of ResourceClaims in the namespace (`count/resourceclaims.resource.k8s.io`)."},
+	}},
+}
+
+var probe = []Attribute{
+	str("http_path", "HTTP GET path; with `port`. Leave empty to use `command` or a TCP check."),
+	{Name: "port", Type: cty.Number, Description: "Port for the HTTP GET or, without `http_path` and `command`, a TCP check."},
+	{Name: "command", Type: cty.List(cty.String), Description: "Command run in the container; exit 0 is healthy."},
+	{Name: "initial_delay_seconds", Type: cty.Number, Default: cty.NumberIntVal(0), Description: "Seconds before the first probe."},
+	{Name: "period_seconds", Type: cty.Number, Default: cty.NumberIntVal(10), Description: "Seconds between probes."},
+	{Name: "timeout_seconds", Type: cty.Number, Default: cty.NumberIntVal(1), Description: "Seconds before a probe times out."},
+	{Name: "failure_threshold", Type: cty.Number, Default: cty.NumberIntVal(3), Description: "Consecutive failures before the probe fails."},
+}
+
+// Workload is the gpuslice_workload resource.
+var Workload = Resource{
+	Type:        "gpuslice_workload",
+	Description: "A workload running on one slice of a package per replica: a Deployment, StatefulSet or Job whose pods get a ResourceClaim in the documented shape, with CPU and RAM sized apart from the slice, an optional persistent model volume, a Service, and models preloaded over the runtime's HTTP API.",
+	ImportID:    "<namespace>/<name>",
+	Block: Block{
+		Attributes: []Attribute{
+			computed(str("id", "`<namespace>/<name>`.")),
+			forceNew(required(str("namespace", "Namespace to run in; it needs a gpuslice_quota granting the package."))),
+			forceNew(required(str("name", "Workload name (lowercase letters, digits and '-'); names the Deployment/StatefulSet/Job, its claim template, volume and Service."))),
+			required(str("package", "Package whose slice each replica gets, e.g. `gpuslice_package.small.name`.")),
+			forceNew(strDefault("kind", "deployment", "`deployment`, `statefulset` (one model volume per replica) or `job` (runs to completion).")),
+			{Name: "replicas", Type: cty.Number, Default: cty.NumberIntVal(1), Description: "Pods to run; each takes one slice of the package."},
+			{Name: "labels", Type: cty.Map(cty.String), Description: "Extra labels for the workload's pods."},
+			{Name: "preload_models", Type: cty.List(cty.String), Description: "Models pulled once the workload is ready, by a one-off Job calling the runtime's HTTP API (`POST /api/pull`) through the Service; tenants cannot `kubectl exec`. Needs `expose`."},
+			strDefault("preload_image", "curlimages/curl:8.11.1", "Image of the preload Job; it needs `sh` and `curl`."),
+			strDefault("wait_for", "ready", "What apply waits for: `ready` (pods ready, or the Job complete), `scheduled` (every replica has its slice and a node) or `none`."),
+			strDefault("timeout", "10m", "How long apply waits (Go duration, e.g. `90s`, `10m`)."),
+			computed(str("phase", "Running, Pending, Succeeded or Failed, as diagnosed from the cluster.")),
+			computed(str("reason", "Why the workload is not running, with what to do (e.g. waiting for a free slice).")),
+			computed(str("claim", "Name of the first replica's ResourceClaim.")),
+			computed(str("node", "Node of the first replica.")),
+			computed(str("device", "Slice (device) allocated to the first replica, e.g. `gpu-0-25pct-1`.")),
+			computed(str("service_address", "In-cluster address of the Service, `<name>.<namespace>.svc:<port>`, when exposed.")),
+		},
+		Blocks: []Block{
+			{
+				Name: "container", Nesting: NestingSingle, Required: true,
+				Description: "The container that uses the slice.",
+				Attributes: []Attribute{
+					required(str("image", "Image with an explicit tag, e.g. `ollama/ollama:0.24.0`.")),
+					{Name: "command", Type: cty.List(cty.String), Description: "Entrypoint override."},
+					{Name: "args", Type: cty.List(cty.String), Description: "Arguments."},
+					{Name: "env", Type: cty.Map(cty.String), Description: "Environment variables, e.g. `OLLAMA_CONTEXT_LENGTH = \"16384\"`."},
+					str("cpu_request", "CPU request, e.g. `1`. Counts against the namespace's pooled quota."),
+					str("memory_request", "RAM request, e.g. `2Gi`. Separate from the slice's GPU memory."),
+					str("cpu_limit", "CPU limit."),
+					str("memory_limit", "RAM limit, e.g. `4Gi`. Too low and the container is OOMKilled (exit 137) while loading a model."),
+				},
+				Blocks: []Block{
+					{Name: "port", Nesting: NestingList, Description: "A port the container listens on.", Attributes: []Attribute{
+						{Name: "container_port", Type: cty.Number, Required: true, Description: "Port number."},
+						strDefault("name", "http", "Port name."),
+						strDefault("protocol", "TCP", "`TCP` or `UDP`."),
+					}},
+					{Name: "readiness_probe", Nesting: NestingSingle, Description: "When the container is ready for traffic.", Attributes: probe},
+					{Name: "liveness_probe", Nesting: NestingSingle, Description: "When the container must be restarted.", Attributes: probe},
+				},
+			},
+			{
+				Name: "model_volume", Nesting: NestingSingle,
+				Description: "A persistent volume for models, so they survive pod restarts.",
+				Attributes: []Attribute{
+					required(str("size", "Volume size, e.g. `20Gi`.")),
+					required(str("mount_path", "Where the runtime keeps its models, e.g. `/root/.ollama`.")),
+					str("storage_class", "StorageClass; empty uses the cluster default."),
+					strDefault("access_mode", "ReadWriteOnce", "`ReadWriteOnce`, `ReadWriteMany` or `ReadWriteOncePod`."),
+				},
+			},
+			{
+				Name: "expose", Nesting: NestingSingle,
+				Description: "A Service in front of the workload.",
+				Attributes: []Attribute{
+					{Name: "port", Type: cty.Number, Required: true, Description: "Service port."},
+					{Name: "target_port", Type: cty.Number, Description: "Container port; defaults to `port`."},
+					strDefault("type", "ClusterIP", "`ClusterIP`, `NodePort` or `LoadBalancer`."),
+				},
+			},
+		},
+	},
+}

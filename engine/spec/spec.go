@@ -1,0 +1,136 @@
+// Package spec is the typed form of a gpuslice configuration: what the HCL
+// front end and the Terraform provider both produce, and what validation,
+// rendering and the plan-time checks read. Field tags follow the attribute
+// names of package schema.
+package spec
+
+// Stack is one configuration applied as a unit: its objects share an
+// inventory, so removing a resource from it prunes that resource's objects.
+type Stack struct {
+	Name      string
+	Platform  *Platform
+	Packages  []*Package
+	Quotas    []*Quota
+	Workloads []*Workload
+}
+
+// Meta locates a resource in the configuration, for diagnostics.
+type Meta struct {
+	// Address is the resource's configuration address, e.g.
+	// gpuslice_workload.ollama.
+	Address string `json:"-"`
+}
+
+// Platform is gpuslice_platform.
+type Platform struct {
+	Meta
+	Namespace         string `json:"namespace"`
+	TenantLabel       string `json:"tenant_label"`
+	Fractions         []int  `json:"fractions"`
+	AdmissionPolicies bool   `json:"admission_policies"`
+}
+
+// Package is gpuslice_package.
+type Package struct {
+	Meta
+	Name                 string `json:"name"`
+	GPUModel             string `json:"gpu_model"`
+	Fraction             int    `json:"fraction"`
+	ExtendedResourceName string `json:"extended_resource_name"`
+	// Computed by Resolve from the GPU model table.
+	MemoryBytes  int64  `json:"memory_bytes"`
+	Memory       string `json:"memory"`
+	ComputeShare int    `json:"compute_share"`
+}
+
+// Quota is gpuslice_quota.
+type Quota struct {
+	Meta
+	Namespace      string           `json:"namespace"`
+	Slices         map[string]int64 `json:"slices"`
+	CPURequests    string           `json:"cpu_requests"`
+	MemoryRequests string           `json:"memory_requests"`
+	CPULimits      string           `json:"cpu_limits"`
+	MemoryLimits   string           `json:"memory_limits"`
+	MaxClaims      *int64           `json:"max_claims"`
+}
+
+// Workload is gpuslice_workload.
+type Workload struct {
+	Meta
+	Namespace     string            `json:"namespace"`
+	Name          string            `json:"name"`
+	Package       string            `json:"package"`
+	Kind          string            `json:"kind"`
+	Replicas      int32             `json:"replicas"`
+	Labels        map[string]string `json:"labels"`
+	Container     Container         `json:"container"`
+	ModelVolume   *ModelVolume      `json:"model_volume"`
+	Expose        *Expose           `json:"expose"`
+	PreloadModels []string          `json:"preload_models"`
+	PreloadImage  string            `json:"preload_image"`
+	WaitFor       string            `json:"wait_for"`
+	Timeout       string            `json:"timeout"`
+}
+
+// Workload kinds.
+const (
+	KindDeployment  = "deployment"
+	KindStatefulSet = "statefulset"
+	KindJob         = "job"
+)
+
+// What apply waits for.
+const (
+	WaitReady     = "ready"
+	WaitScheduled = "scheduled"
+	WaitNone      = "none"
+)
+
+// Container is the workload's container block.
+type Container struct {
+	Image          string            `json:"image"`
+	Command        []string          `json:"command"`
+	Args           []string          `json:"args"`
+	Env            map[string]string `json:"env"`
+	CPURequest     string            `json:"cpu_request"`
+	MemoryRequest  string            `json:"memory_request"`
+	CPULimit       string            `json:"cpu_limit"`
+	MemoryLimit    string            `json:"memory_limit"`
+	Ports          []Port            `json:"port"`
+	ReadinessProbe *Probe            `json:"readiness_probe"`
+	LivenessProbe  *Probe            `json:"liveness_probe"`
+}
+
+// Port is one container port.
+type Port struct {
+	ContainerPort int32  `json:"container_port"`
+	Name          string `json:"name"`
+	Protocol      string `json:"protocol"`
+}
+
+// Probe is a readiness or liveness probe.
+type Probe struct {
+	HTTPPath            string   `json:"http_path"`
+	Port                int32    `json:"port"`
+	Command             []string `json:"command"`
+	InitialDelaySeconds int32    `json:"initial_delay_seconds"`
+	PeriodSeconds       int32    `json:"period_seconds"`
+	TimeoutSeconds      int32    `json:"timeout_seconds"`
+	FailureThreshold    int32    `json:"failure_threshold"`
+}
+
+// ModelVolume is the persistent volume for models.
+type ModelVolume struct {
+	Size         string `json:"size"`
+	MountPath    string `json:"mount_path"`
+	StorageClass string `json:"storage_class"`
+	AccessMode   string `json:"access_mode"`
+}
+
+// Expose is the workload's Service.
+type Expose struct {
+	Port       int32  `json:"port"`
+	TargetPort int32  `json:"target_port"`
+	Type       string `json:"type"`
+}
