@@ -105,7 +105,9 @@ func ResourceByType(typ string) (Resource, bool) {
 	return Resource{}, false
 }
 
-func str(name, desc string) Attribute { return Attribute{Name: name, Type: cty.String, Description: desc} }
+func str(name, desc string) Attribute {
+	return Attribute{Name: name, Type: cty.String, Description: desc}
+}
 
 func strDefault(name, def, desc string) Attribute {
 	return Attribute{Name: name, Type: cty.String, Description: desc, Default: cty.StringVal(def)}
