@@ -1,0 +1,51 @@
+package render
+
+import (
+	"fmt"
+	"strconv"
+
+	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/engine/objects"
+	"github.com/gpuslice/gpuslice/engine/spec"
+)
+
+// Annotations on a package's DeviceClass, so people and plan-time checks
+// can read the slice size without the configuration.
+const (
+	AnnotationGPUModel = "gpuslice.dev/gpu-model"
+	AnnotationMemory   = "gpuslice.dev/memory"
+	AnnotationFraction = "gpuslice.dev/fraction"
+)
+
+// Selector is the CEL expression of a package's DeviceClass: it pins the
+// driver, the GPU model and the slice fraction, and nothing else.
+func Selector(model string, fraction int) string {
+	attrs := fmt.Sprintf("device.attributes[%q]", contract.DriverName)
+	return fmt.Sprintf("device.driver == %q && %s.%s == %q && %s.%s == %d",
+		contract.DriverName, attrs, contract.AttrModel, model, attrs, contract.AttrFraction, fraction)
+}
+
+func (r renderer) pkg(p *spec.Package) ([]objects.Object, error) {
+	meta := r.meta(p.Address, "", p.Name, map[string]string{contract.LabelPackage: p.Name})
+	meta.Annotations[AnnotationGPUModel] = p.GPUModel
+	meta.Annotations[AnnotationFraction] = strconv.Itoa(p.Fraction)
+	if p.Memory != "" {
+		meta.Annotations[AnnotationMemory] = p.Memory
+	}
+	dc := &resourcev1.DeviceClass{
+		ObjectMeta: meta,
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
+			CEL: &resourcev1.CELDeviceSelector{Expression: Selector(p.GPUModel, p.Fraction)},
+		}}},
+	}
+	if p.ExtendedResourceName != "" {
+		dc.Spec.ExtendedResourceName = &p.ExtendedResourceName
+	}
+	o, err := object(p.Address, dc, "resource.k8s.io/v1", "DeviceClass")
+	if err != nil {
+		return nil, err
+	}
+	return []objects.Object{o}, nil
+}

@@ -1,0 +1,38 @@
+package render
+
+import (
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpuslice/gpuslice/engine/objects"
+	"github.com/gpuslice/gpuslice/engine/spec"
+)
+
+// PlatformConfigMap names the ConfigMap recording the platform's settings
+// in the platform namespace, where node plugins and operators read them.
+const PlatformConfigMap = "gpuslice-platform"
+
+func (r renderer) platform(p *spec.Platform) ([]objects.Object, error) {
+	ns, err := object(p.Address, &corev1.Namespace{ObjectMeta: r.meta(p.Address, "", p.Namespace, nil)}, "v1", "Namespace")
+	if err != nil {
+		return nil, err
+	}
+	fractions := make([]string, len(p.Fractions))
+	for i, f := range p.Fractions {
+		fractions[i] = strconv.Itoa(f)
+	}
+	cm, err := object(p.Address, &corev1.ConfigMap{
+		ObjectMeta: r.meta(p.Address, p.Namespace, PlatformConfigMap, nil),
+		Data: map[string]string{
+			"fractions":         strings.Join(fractions, ","),
+			"tenantLabel":       p.TenantLabel,
+			"admissionPolicies": strconv.FormatBool(p.AdmissionPolicies),
+		},
+	}, "v1", "ConfigMap")
+	if err != nil {
+		return nil, err
+	}
+	return []objects.Object{ns, cm}, nil
+}

@@ -1,0 +1,313 @@
+package render
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/engine/objects"
+	"github.com/gpuslice/gpuslice/engine/spec"
+)
+
+// LabelPreloadFor marks a preload Job and its pod with the workload whose
+// models it pulls.
+const LabelPreloadFor = "gpuslice.dev/preload-for"
+
+// ClaimName is the name of the claim inside a workload's pod spec.
+const ClaimName = "gpu"
+
+// ClaimTemplateName names a workload's ResourceClaimTemplate. The package is
+// part of the name: claim templates are immutable, so moving a workload to
+// another package creates a new template and prunes the old one instead of
+// deleting the one running pods came from.
+func ClaimTemplateName(w *spec.Workload) string { return w.Name + "-" + w.Package }
+
+// VolumeName names a workload's model volume (per replica for a
+// StatefulSet: <VolumeName>-<name>-<ordinal>).
+func VolumeName(w *spec.Workload) string { return w.Name + "-models" }
+
+// PreloadJobName names the Job that pulls a workload's models. It carries a
+// hash of what the Job does, because a Job's pod template is immutable: a
+// change of models makes a new Job and prunes the old one.
+func PreloadJobName(w *spec.Workload) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n%d\n", strings.Join(w.PreloadModels, "\n"), w.PreloadImage, w.Expose.Port)
+	return w.Name + "-preload-" + hex.EncodeToString(h.Sum(nil))[:8]
+}
+
+// PodLabels are the labels a workload's pods carry; WorkloadSelector picks
+// them out.
+func PodLabels(w *spec.Workload) map[string]string {
+	l := map[string]string{}
+	maps.Copy(l, w.Labels)
+	l["app.kubernetes.io/name"] = w.Name
+	l[objects.LabelWorkload] = w.Name
+	l[contract.LabelPackage] = w.Package
+	return l
+}
+
+// WorkloadSelector selects a workload's pods.
+func WorkloadSelector(w *spec.Workload) map[string]string {
+	return map[string]string{objects.LabelWorkload: w.Name}
+}
+
+func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
+	var out []objects.Object
+	workloadLabels := map[string]string{"app.kubernetes.io/name": w.Name, objects.LabelWorkload: w.Name}
+	claimLabels := map[string]string{objects.LabelWorkload: w.Name, contract.LabelPackage: w.Package}
+
+	rct := &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: r.meta(w.Address, w.Namespace, ClaimTemplateName(w), claimLabels),
+		Spec: resourcev1.ResourceClaimTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: claimLabels},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+				Requests: []resourcev1.DeviceRequest{{
+					Name:    ClaimName,
+					Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: w.Package, Count: 1},
+				}},
+			}},
+		},
+	}
+	o, err := object(w.Address, rct, "resource.k8s.io/v1", "ResourceClaimTemplate")
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, o)
+
+	pod := r.podSpec(w)
+	template := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: PodLabels(w)}, Spec: pod}
+	selector := &metav1.LabelSelector{MatchLabels: WorkloadSelector(w)}
+
+	if w.ModelVolume != nil && w.Kind != spec.KindStatefulSet {
+		pvc := &corev1.PersistentVolumeClaim{
+			ObjectMeta: r.meta(w.Address, w.Namespace, VolumeName(w), workloadLabels),
+			Spec:       r.volumeSpec(w.ModelVolume),
+		}
+		o, err := object(w.Address, pvc, "v1", "PersistentVolumeClaim")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+
+	var workload runtime.Object
+	var apiVersion, kind string
+	switch w.Kind {
+	case spec.KindDeployment:
+		apiVersion, kind = "apps/v1", "Deployment"
+		workload = &appsv1.Deployment{
+			ObjectMeta: r.meta(w.Address, w.Namespace, w.Name, workloadLabels),
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To(w.Replicas),
+				Selector: selector,
+				Template: template,
+				// No surge: a surge pod would need a slice more than the
+				// quota grants and wait for it forever.
+				Strategy: appsv1.DeploymentStrategy{
+					Type: appsv1.RollingUpdateDeploymentStrategyType,
+					RollingUpdate: &appsv1.RollingUpdateDeployment{
+						MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+					},
+				},
+			},
+		}
+	case spec.KindStatefulSet:
+		apiVersion, kind = "apps/v1", "StatefulSet"
+		sts := &appsv1.StatefulSet{
+			ObjectMeta: r.meta(w.Address, w.Namespace, w.Name, workloadLabels),
+			Spec: appsv1.StatefulSetSpec{
+				Replicas: ptr.To(w.Replicas), Selector: selector, Template: template, ServiceName: w.Name,
+			},
+		}
+		if w.ModelVolume != nil {
+			sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
+				ObjectMeta: metav1.ObjectMeta{Name: VolumeName(w), Labels: workloadLabels},
+				Spec:       r.volumeSpec(w.ModelVolume),
+			}}
+		}
+		workload = sts
+	case spec.KindJob:
+		apiVersion, kind = "batch/v1", "Job"
+		template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+		workload = &batchv1.Job{
+			ObjectMeta: r.meta(w.Address, w.Namespace, w.Name, workloadLabels),
+			Spec: batchv1.JobSpec{
+				Parallelism: ptr.To(w.Replicas), Completions: ptr.To(w.Replicas),
+				BackoffLimit: ptr.To[int32](3), Template: template,
+			},
+		}
+	}
+	o, err = object(w.Address, workload, apiVersion, kind)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, o)
+
+	if w.Expose != nil {
+		target := w.Expose.TargetPort
+		if target == 0 {
+			target = w.Expose.Port
+		}
+		svc := &corev1.Service{
+			ObjectMeta: r.meta(w.Address, w.Namespace, w.Name, workloadLabels),
+			Spec: corev1.ServiceSpec{
+				Type:     corev1.ServiceType(w.Expose.Type),
+				Selector: WorkloadSelector(w),
+				Ports: []corev1.ServicePort{{
+					Name: "http", Port: w.Expose.Port, TargetPort: intstr.FromInt32(target), Protocol: corev1.ProtocolTCP,
+				}},
+			},
+		}
+		o, err := object(w.Address, svc, "v1", "Service")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	if len(w.PreloadModels) > 0 {
+		o, err := object(w.Address, r.preloadJob(w), "batch/v1", "Job")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+func (r renderer) podSpec(w *spec.Workload) corev1.PodSpec {
+	c := w.Container
+	container := corev1.Container{
+		Name:    w.Name,
+		Image:   c.Image,
+		Command: c.Command,
+		Args:    c.Args,
+		Resources: corev1.ResourceRequirements{
+			Requests: quantities(map[corev1.ResourceName]string{corev1.ResourceCPU: c.CPURequest, corev1.ResourceMemory: c.MemoryRequest}),
+			Limits:   quantities(map[corev1.ResourceName]string{corev1.ResourceCPU: c.CPULimit, corev1.ResourceMemory: c.MemoryLimit}),
+			Claims:   []corev1.ResourceClaim{{Name: ClaimName}},
+		},
+		ReadinessProbe: probe(c.ReadinessProbe),
+		LivenessProbe:  probe(c.LivenessProbe),
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Env)) {
+		container.Env = append(container.Env, corev1.EnvVar{Name: name, Value: c.Env[name]})
+	}
+	for _, p := range c.Ports {
+		container.Ports = append(container.Ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.ContainerPort, Protocol: corev1.Protocol(p.Protocol)})
+	}
+	pod := corev1.PodSpec{
+		// Service links would inject <SERVICE>_PORT variables that runtimes
+		// such as Ollama misread as their own settings.
+		EnableServiceLinks: ptr.To(false),
+		ResourceClaims: []corev1.PodResourceClaim{{
+			Name: ClaimName, ResourceClaimTemplateName: ptr.To(ClaimTemplateName(w)),
+		}},
+	}
+	if w.ModelVolume != nil {
+		container.VolumeMounts = []corev1.VolumeMount{{Name: "models", MountPath: w.ModelVolume.MountPath}}
+		if w.Kind != spec.KindStatefulSet {
+			pod.Volumes = []corev1.Volume{{Name: "models", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: VolumeName(w)},
+			}}}
+		} else {
+			container.VolumeMounts[0].Name = VolumeName(w)
+		}
+	}
+	pod.Containers = []corev1.Container{container}
+	return pod
+}
+
+func (r renderer) volumeSpec(v *spec.ModelVolume) corev1.PersistentVolumeClaimSpec {
+	s := corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.PersistentVolumeAccessMode(v.AccessMode)},
+		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(v.Size)}},
+	}
+	if v.StorageClass != "" {
+		s.StorageClassName = ptr.To(v.StorageClass)
+	}
+	return s
+}
+
+// preloadJob pulls the workload's models over the runtime's HTTP API once
+// the runtime answers: tenants cannot `kubectl exec` into it, and a Job
+// that waits for the Service is correct whenever it starts.
+func (r renderer) preloadJob(w *spec.Workload) *batchv1.Job {
+	base := fmt.Sprintf("http://%s.%s.svc:%d", w.Name, w.Namespace, w.Expose.Port)
+	var script strings.Builder
+	fmt.Fprintf(&script, "set -eu\nuntil curl -fsS %s/api/version >/dev/null; do echo waiting for %s; sleep 5; done\n", base, base)
+	for _, m := range w.PreloadModels {
+		fmt.Fprintf(&script, "echo pulling %s\ncurl -fsS %s/api/pull -d '{\"model\":\"%s\",\"stream\":false}'\necho\n", m, base, m)
+	}
+	// Not the workload label: the workload's selectors and status must not
+	// count the preload pod as one of its replicas.
+	labels := map[string]string{LabelPreloadFor: w.Name, "app.kubernetes.io/component": "preload"}
+	return &batchv1.Job{
+		ObjectMeta: r.meta(w.Address, w.Namespace, PreloadJobName(w), labels),
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To[int32](6),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					RestartPolicy:      corev1.RestartPolicyOnFailure,
+					EnableServiceLinks: ptr.To(false),
+					Containers: []corev1.Container{{
+						Name: "preload", Image: w.PreloadImage,
+						Command: []string{"sh", "-c", script.String()},
+						// A namespace quota on CPU and memory refuses pods without
+						// requests; pulling needs little of either.
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+						},
+					}},
+				},
+			},
+		},
+	}
+}
+
+func probe(p *spec.Probe) *corev1.Probe {
+	if p == nil {
+		return nil
+	}
+	out := &corev1.Probe{
+		InitialDelaySeconds: p.InitialDelaySeconds, PeriodSeconds: p.PeriodSeconds,
+		TimeoutSeconds: p.TimeoutSeconds, FailureThreshold: p.FailureThreshold,
+	}
+	switch {
+	case p.HTTPPath != "":
+		out.HTTPGet = &corev1.HTTPGetAction{Path: p.HTTPPath, Port: intstr.FromInt32(p.Port)}
+	case len(p.Command) > 0:
+		out.Exec = &corev1.ExecAction{Command: p.Command}
+	default:
+		out.TCPSocket = &corev1.TCPSocketAction{Port: intstr.FromInt32(p.Port)}
+	}
+	return out
+}
+
+func quantities(in map[corev1.ResourceName]string) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for name, v := range in {
+		if v != "" {
+			out[name] = resource.MustParse(v) // validated
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
