@@ -295,6 +295,43 @@ func (c *Cluster) waitHealthy(ctx context.Context, p *process, url string, withT
 	}
 }
 
+// StopAPIServer stops kube-apiserver alone, as an outage would; the other
+// components keep running and retry. StartAPIServer brings it back.
+func (c *Cluster) StopAPIServer() {
+	if p := c.proc(KubeAPIServer); p != nil {
+		p.stop(15 * time.Second)
+	}
+}
+
+// StartAPIServer restarts a stopped kube-apiserver with the same flags and
+// port and waits until it is ready.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	for i, p := range c.procs {
+		if p.name != KubeAPIServer {
+			continue
+		}
+		if p.running() {
+			return nil
+		}
+		np, err := startProcess(p.name, p.binary, filepath.Dir(p.logPath), p.args)
+		if err != nil {
+			return err
+		}
+		c.procs[i] = np
+		return c.waitHealthy(ctx, np, c.Host+"/readyz", true)
+	}
+	return fmt.Errorf("no kube-apiserver in this cluster")
+}
+
+func (c *Cluster) proc(name string) *process {
+	for _, p := range c.procs {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
 // RESTConfig returns an admin client configuration for the cluster.
 func (c *Cluster) RESTConfig() *rest.Config {
 	return &rest.Config{

@@ -16,6 +16,8 @@ import (
 // output in a log file inside the cluster directory.
 type process struct {
 	name    string
+	binary  string
+	args    []string
 	cmd     *exec.Cmd
 	logPath string
 	exited  chan struct{}
@@ -24,7 +26,8 @@ type process struct {
 
 func startProcess(name, binary, logDir string, args []string) (*process, error) {
 	logPath := filepath.Join(logDir, name+".log")
-	logFile, err := os.Create(logPath)
+	// Append: a restarted component keeps its earlier log.
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("create log for %s: %w", name, err)
 	}
@@ -42,7 +45,7 @@ func startProcess(name, binary, logDir string, args []string) (*process, error) 
 		logFile.Close()
 		return nil, fmt.Errorf("start %s (%s): %w", name, binary, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	p := &process{name: name, binary: binary, args: args, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		logFile.Close()

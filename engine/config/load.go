@@ -3,11 +3,14 @@ package config
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gpuslice/gpuslice/engine/diag"
 	"github.com/gpuslice/gpuslice/engine/spec"
@@ -31,6 +34,7 @@ type Config struct {
 	// Outputs in name order, evaluated with what is known before apply.
 	Outputs []Output
 
+	absDir    string
 	graph     *graph
 	resources map[string]*node
 	models    tables.GPUModels
@@ -58,15 +62,15 @@ func Load(dir string, opts Options) (*Config, diag.Diagnostics) {
 	if err != nil {
 		return nil, diag.Diagnostics{{Severity: diag.Error, Summary: "Invalid configuration directory", Detail: err.Error()}}
 	}
-	stackName := opts.Stack
-	if stackName == "" {
-		stackName = filepath.Base(abs)
+	stackName, d := stackName(opts.Stack, abs)
+	if d != nil {
+		return nil, diag.Diagnostics{*d}
 	}
 	f, diags := parseDir(dir)
 	if f == nil || diags.HasErrors() {
 		return nil, diags
 	}
-	c := &Config{Dir: dir, models: opts.GPUModels, resources: map[string]*node{}}
+	c := &Config{Dir: dir, absDir: abs, models: opts.GPUModels, resources: map[string]*node{}}
 	g, ds := buildGraph(f)
 	diags = append(diags, ds...)
 	if ds.HasErrors() {
@@ -149,6 +153,22 @@ func Load(dir string, opts Options) (*Config, diag.Diagnostics) {
 	}
 	return c, diags
 }
+
+// stackName returns the given stack name, checked, or one derived from the
+// directory name ("My_Stack" → "my-stack").
+func stackName(given, dir string) (string, *diag.Diagnostic) {
+	name := given
+	if name == "" {
+		name = strings.Trim(invalidStackChars.ReplaceAllString(strings.ToLower(filepath.Base(dir)), "-"), "-")
+	}
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 || len(name) > 40 {
+		return "", &diag.Diagnostic{Severity: diag.Error, Summary: "Invalid stack name",
+			Detail: fmt.Sprintf("%q cannot name a stack (lowercase letters, digits and '-', at most 40 characters); pass --stack with such a name", name)}
+	}
+	return name, nil
+}
+
+var invalidStackChars = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // Locate fills in the file position of a diagnostic about a resource
 // attribute (from validation or plan-time checks), pointing at the

@@ -26,10 +26,10 @@ type variable struct {
 	description string
 	sensitive   bool
 	nullable    bool
-	validations []validation
+	validations []varValidation
 }
 
-type validation struct {
+type varValidation struct {
 	condition    hcl.Expression
 	errorMessage hcl.Expression
 }
@@ -95,7 +95,7 @@ func decodeVariable(block *hcl.Block) (*variable, diag.Diagnostics) {
 		if hd.HasErrors() {
 			continue
 		}
-		v.validations = append(v.validations, validation{condition: vc.Attributes["condition"].Expr, errorMessage: vc.Attributes["error_message"].Expr})
+		v.validations = append(v.validations, varValidation{condition: vc.Attributes["condition"].Expr, errorMessage: vc.Attributes["error_message"].Expr})
 	}
 	return v, diags
 }

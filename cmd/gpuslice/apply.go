@@ -1,0 +1,140 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/zclconf/go-cty/cty"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/gpuslice/gpuslice/engine"
+	"github.com/gpuslice/gpuslice/engine/apply"
+	"github.com/gpuslice/gpuslice/engine/config"
+	"github.com/gpuslice/gpuslice/engine/plan"
+	"github.com/gpuslice/gpuslice/engine/status"
+)
+
+func newApplyCommand() *cobra.Command {
+	var f stackFlags
+	var autoApprove, force, adopt, noWait bool
+	var concurrency int
+	cmd := &cobra.Command{
+		Use:   "apply [dir]",
+		Short: "Plan, then change the cluster to match the configuration and wait for the workloads",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			c, err := f.load(cmd.ErrOrStderr(), dirArg(args))
+			if err != nil {
+				return err
+			}
+			e, err := f.engine()
+			if err != nil {
+				return err
+			}
+			p, err := e.Plan(cmd.Context(), c.Stack, plan.Options{Adopt: adopt})
+			if err != nil {
+				return err
+			}
+			printDiags(cmd.ErrOrStderr(), p.Diagnostics)
+			if p.Diagnostics.HasErrors() {
+				return errReported
+			}
+			p.WriteText(out)
+			if p.HasChanges() {
+				ok, err := confirm(cmd, autoApprove, "Do you want to perform these actions?")
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return fmt.Errorf("apply cancelled")
+				}
+				fmt.Fprintln(out)
+				start := time.Now()
+				if err := e.Apply(cmd.Context(), p, apply.Options{ForceConflicts: force, Concurrency: concurrency, Progress: progressPrinter(out)}); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "\nApply complete in %s: %d added, %d changed, %d replaced, %d destroyed, %d released.\n",
+					time.Since(start).Round(100*time.Millisecond), p.Count(plan.Create), p.Count(plan.Update), p.Count(plan.Replace), p.Count(plan.Delete), p.Count(plan.Release))
+			}
+			statuses := map[string]status.Status{}
+			if wait := engine.Changed(c.Stack, p); len(wait) > 0 && !noWait {
+				fmt.Fprintf(out, "\nWaiting for %d workload(s)…\n", len(wait))
+				statuses, err = e.Wait(cmd.Context(), wait, func(addr string, st status.Status) {
+					fmt.Fprintf(out, "  %s: %s (%s) %s\n", addr, st.Phase, st.Reason, st.Message)
+				})
+				if err != nil {
+					return err
+				}
+			}
+			printOutputs(out, c, statuses)
+			return nil
+		},
+	}
+	f.register(cmd, true)
+	fl := cmd.Flags()
+	fl.BoolVar(&autoApprove, "auto-approve", false, "apply without asking")
+	fl.BoolVar(&force, "force-conflicts", false, "take over fields that another server-side applier manages")
+	fl.BoolVar(&adopt, "adopt", false, "take over objects in the way that no gpuslice stack owns")
+	fl.BoolVar(&noWait, "no-wait", false, "do not wait for workloads (their wait_for is ignored)")
+	fl.IntVar(&concurrency, "parallelism", 8, "objects applied at once within a level")
+	return cmd
+}
+
+func progressPrinter(w io.Writer) func(apply.Event) {
+	return func(ev apply.Event) {
+		verb := map[plan.Action]string{plan.Create: "created", plan.Update: "updated", plan.Replace: "replaced", plan.Delete: "destroyed", plan.Release: "released"}[ev.Action]
+		if ev.Err != nil {
+			fmt.Fprintf(w, "  %s: %s failed: %v\n", ev.Address, ev.Ref, ev.Err)
+			return
+		}
+		note := ""
+		if len(ev.Restored) > 0 {
+			note = fmt.Sprintf(" (restored fields changed by %v)", ev.Restored)
+		}
+		fmt.Fprintf(w, "  %s: %s %s [%s]%s\n", ev.Address, ev.Ref, verb, ev.Duration.Round(time.Millisecond), note)
+	}
+}
+
+// printOutputs prints the configuration's outputs, filling in what apply
+// learned (a workload's node, claim and device).
+func printOutputs(w io.Writer, c *config.Config, statuses map[string]status.Status) {
+	if len(c.Outputs) == 0 {
+		return
+	}
+	known := map[string]map[string]string{}
+	for addr, st := range statuses {
+		known[addr] = map[string]string{
+			"phase": string(st.Phase), "reason": st.Message, "claim": st.Claim, "node": st.Node, "device": st.Device,
+		}
+	}
+	values, diags := c.EvalOutputs(known)
+	if diags.HasErrors() {
+		fmt.Fprintf(w, "\nOutputs could not be evaluated: %v\n", diags.Err())
+		return
+	}
+	fmt.Fprintf(w, "\nOutputs:\n\n")
+	for _, o := range values {
+		fmt.Fprintf(w, "%s = %s\n", o.Name, showValue(o))
+	}
+}
+
+func showValue(o config.Output) string {
+	switch {
+	case o.Sensitive:
+		return "(sensitive value)"
+	case !o.Value.IsWhollyKnown():
+		return "(known after apply)"
+	case o.Value.IsNull():
+		return "null"
+	case o.Value.Type() == cty.String:
+		return fmt.Sprintf("%q", o.Value.AsString())
+	}
+	data, err := ctyjson.Marshal(o.Value, o.Value.Type())
+	if err != nil {
+		return o.Value.GoString()
+	}
+	return string(data)
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuslice/gpuslice/engine/apply"
+	"github.com/gpuslice/gpuslice/engine/plan"
+)
+
+func newDestroyCommand() *cobra.Command {
+	var f stackFlags
+	var autoApprove bool
+	cmd := &cobra.Command{
+		Use:   "destroy [dir]",
+		Short: "Remove every object the stack applied (tenant namespaces keep existing; gpuslice's labels go)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			c, err := f.load(cmd.ErrOrStderr(), dirArg(args))
+			if err != nil {
+				return err
+			}
+			e, err := f.engine()
+			if err != nil {
+				return err
+			}
+			p, err := e.PlanDestroy(cmd.Context(), c.Stack.Name)
+			if err != nil {
+				return err
+			}
+			p.WriteText(out)
+			if !p.HasChanges() {
+				return e.Inventory.Delete(cmd.Context(), c.Stack.Name)
+			}
+			ok, err := confirm(cmd, autoApprove, "Do you really want to destroy everything stack "+c.Stack.Name+" applied?")
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("destroy cancelled")
+			}
+			start := time.Now()
+			if err := e.Destroy(cmd.Context(), p, apply.Options{Progress: progressPrinter(out)}); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "\nDestroy complete in %s: %d destroyed, %d released.\n", time.Since(start).Round(100*time.Millisecond), p.Count(plan.Delete), p.Count(plan.Release))
+			return nil
+		},
+	}
+	f.register(cmd, true)
+	cmd.Flags().BoolVar(&autoApprove, "auto-approve", false, "destroy without asking")
+	return cmd
+}

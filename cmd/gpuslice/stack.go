@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/gpuslice/gpuslice/engine"
+	"github.com/gpuslice/gpuslice/engine/config"
+	"github.com/gpuslice/gpuslice/engine/diag"
+	"github.com/gpuslice/gpuslice/engine/kube"
+	"github.com/gpuslice/gpuslice/schemas/tables"
+)
+
+// stackFlags are the flags every command reading a configuration shares.
+type stackFlags struct {
+	stack      string
+	vars       []string
+	varFiles   []string
+	gpuModels  []string
+	kubeconfig string
+	context    string
+	invNS      string
+}
+
+func (f *stackFlags) register(cmd *cobra.Command, cluster bool) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.stack, "stack", "", "stack name: what the inventory of applied objects is called (default: the directory's name)")
+	fl.StringArrayVar(&f.vars, "var", nil, "set a variable: -var 'name=value' (repeatable)")
+	fl.StringArrayVar(&f.varFiles, "var-file", nil, "read variables from a .tfvars file (repeatable)")
+	fl.StringArrayVar(&f.gpuModels, "gpu-models", nil, "extra GPU model table (YAML, the format of schemas/tables/gpu-models.yaml; repeatable)")
+	if cluster {
+		fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
+		fl.StringVar(&f.context, "context", "", "kubeconfig context (default: the current one)")
+		fl.StringVar(&f.invNS, "inventory-namespace", "gpuslice-system", "namespace holding stack inventories")
+	}
+}
+
+func dirArg(args []string) string {
+	if len(args) == 1 {
+		return args[0]
+	}
+	return "."
+}
+
+// load reads and validates the configuration, printing diagnostics; it
+// fails when any is an error.
+func (f *stackFlags) load(w io.Writer, dir string) (*config.Config, error) {
+	models, err := tables.LoadGPUModels(f.gpuModels...)
+	if err != nil {
+		return nil, err
+	}
+	c, diags := config.Load(dir, config.Options{Stack: f.stack, VarOptions: config.VarOptions{Vars: f.vars, VarFiles: f.varFiles}, GPUModels: models})
+	printDiags(w, diags)
+	if diags.HasErrors() {
+		return nil, errReported
+	}
+	return c, nil
+}
+
+func (f *stackFlags) engine() (*engine.Engine, error) {
+	cfg, err := kube.Load(f.kubeconfig, f.context)
+	if err != nil {
+		return nil, err
+	}
+	return engine.New(cfg, f.invNS)
+}
+
+// errReported means the problem was already printed; main only sets the
+// exit code.
+var errReported = fmt.Errorf("errors were reported above")
+
+func printDiags(w io.Writer, diags diag.Diagnostics) {
+	for _, d := range diags {
+		fmt.Fprintf(w, "%s: %s\n", d.Severity, d.Error())
+	}
+	if len(diags) > 0 {
+		fmt.Fprintln(w)
+	}
+}
+
+// confirm asks before changing the cluster unless -auto-approve was given;
+// without a terminal to ask on, it refuses.
+func confirm(cmd *cobra.Command, autoApprove bool, question string) (bool, error) {
+	if autoApprove {
+		return true, nil
+	}
+	if !term.IsTerminal(int(os.Stdin.Fd())) {
+		return false, fmt.Errorf("no terminal to confirm on: rerun with -auto-approve")
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "\n%s\n  Only 'yes' will be accepted.\n\n  Enter a value: ", question)
+	var answer string
+	_, _ = fmt.Fscanln(cmd.InOrStdin(), &answer)
+	return strings.TrimSpace(answer) == "yes", nil
+}

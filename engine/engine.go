@@ -1,0 +1,204 @@
+// Package engine is the front door for the CLI and the Terraform provider:
+// plan a stack against a cluster, apply or destroy it, wait for its
+// workloads and diagnose them. The subpackages do the work (config: HCL,
+// spec: validation, render: objects, plan, apply, inventory, status); this
+// one wires them to one set of clients.
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/gpuslice/gpuslice/engine/apply"
+	"github.com/gpuslice/gpuslice/engine/inventory"
+	"github.com/gpuslice/gpuslice/engine/kube"
+	"github.com/gpuslice/gpuslice/engine/objects"
+	"github.com/gpuslice/gpuslice/engine/plan"
+	"github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/engine/status"
+)
+
+// Engine talks to one cluster.
+type Engine struct {
+	Clients   *kube.Clients
+	Inventory inventory.Store
+}
+
+// New connects to the cluster of cfg. inventoryNamespace holds the stacks'
+// inventories ("" means gpuslice-system).
+func New(cfg *rest.Config, inventoryNamespace string) (*Engine, error) {
+	clients, err := kube.NewClients(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if inventoryNamespace == "" {
+		inventoryNamespace = inventory.DefaultNamespace
+	}
+	return &Engine{Clients: clients, Inventory: inventory.Store{Client: clients.Typed, Namespace: inventoryNamespace}}, nil
+}
+
+// Plan renders the stack and compares it with the cluster.
+func (e *Engine) Plan(ctx context.Context, s *spec.Stack, opts plan.Options) (*plan.Plan, error) {
+	objs, err := render.Stack(s)
+	if err != nil {
+		return nil, err
+	}
+	return e.planObjects(ctx, s.Name, objs, opts)
+}
+
+// PlanDestroy plans removing everything the stack applied.
+func (e *Engine) PlanDestroy(ctx context.Context, stack string) (*plan.Plan, error) {
+	return e.planObjects(ctx, stack, nil, plan.Options{})
+}
+
+func (e *Engine) planObjects(ctx context.Context, stack string, objs []objects.Object, opts plan.Options) (*plan.Plan, error) {
+	applied, err := e.Inventory.Load(ctx, stack)
+	if err != nil {
+		return nil, err
+	}
+	return plan.Make(ctx, e.Clients.Dynamic, stack, objs, applied, opts)
+}
+
+// Apply carries out a plan. A plan with error diagnostics is refused.
+func (e *Engine) Apply(ctx context.Context, p *plan.Plan, opts apply.Options) error {
+	if p.Diagnostics.HasErrors() {
+		return fmt.Errorf("the plan has errors; fix them first: %w", p.Diagnostics.Err())
+	}
+	return apply.Run(ctx, e.Clients.Dynamic, e.Inventory, p, opts)
+}
+
+// Destroy applies a destroy plan and removes the stack's inventory.
+func (e *Engine) Destroy(ctx context.Context, p *plan.Plan, opts apply.Options) error {
+	if err := apply.Run(ctx, e.Clients.Dynamic, e.Inventory, p, opts); err != nil {
+		return err
+	}
+	return e.Inventory.Delete(ctx, p.Stack)
+}
+
+// Status diagnoses every workload of the stack, keyed by address.
+func (e *Engine) Status(ctx context.Context, s *spec.Stack) (map[string]status.Status, error) {
+	snap, err := status.Load(ctx, e.Clients.Typed, namespaces(s.Workloads))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]status.Status{}
+	for _, w := range s.Workloads {
+		out[w.Address] = snap.Diagnose(w)
+	}
+	return out, nil
+}
+
+// Changed returns the workloads whose objects the plan creates, updates or
+// replaces: the ones apply waits for.
+func Changed(s *spec.Stack, p *plan.Plan) []*spec.Workload {
+	touched := map[string]bool{}
+	for _, c := range p.Changes {
+		if c.Action == plan.Create || c.Action == plan.Update || c.Action == plan.Replace {
+			touched[c.Address] = true
+		}
+	}
+	var out []*spec.Workload
+	for _, w := range s.Workloads {
+		if touched[w.Address] && w.WaitFor != spec.WaitNone {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// WaitError lists the workloads that did not get where they were waited
+// for, with their diagnosed status.
+type WaitError struct{ Pending map[string]status.Status }
+
+func (e *WaitError) Error() string {
+	addrs := make([]string, 0, len(e.Pending))
+	for a := range e.Pending {
+		addrs = append(addrs, a)
+	}
+	sort.Strings(addrs)
+	msg := "workloads not ready:"
+	for _, a := range addrs {
+		st := e.Pending[a]
+		msg += fmt.Sprintf("\n  %s: %s (%s): %s", a, st.Phase, st.Reason, st.Message)
+	}
+	return msg
+}
+
+// Wait polls until every workload reaches what its wait_for asks (pods
+// ready or job complete; or, for "scheduled", every replica on a node with
+// its slice), fails beyond waiting (OOMKilled, image pull, crash loop), or
+// its timeout passes. progress, when set, hears each change of status.
+func (e *Engine) Wait(ctx context.Context, workloads []*spec.Workload, progress func(address string, st status.Status)) (map[string]status.Status, error) {
+	deadlines := map[string]time.Time{}
+	start := time.Now()
+	for _, w := range workloads {
+		d, err := time.ParseDuration(w.Timeout)
+		if err != nil {
+			return nil, fmt.Errorf("%s.timeout: %w", w.Address, err)
+		}
+		deadlines[w.Address] = start.Add(d)
+	}
+	last := map[string]status.Status{}
+	pending := append([]*spec.Workload(nil), workloads...)
+	failed := map[string]status.Status{}
+	for len(pending) > 0 {
+		snap, err := status.Load(ctx, e.Clients.Typed, namespaces(pending))
+		if err != nil {
+			return last, err
+		}
+		var still []*spec.Workload
+		for _, w := range pending {
+			st := snap.Diagnose(w)
+			if prev, ok := last[w.Address]; progress != nil && (!ok || prev.Reason != st.Reason || prev.Message != st.Message) {
+				progress(w.Address, st)
+			}
+			last[w.Address] = st
+			switch {
+			case reached(w, st):
+			case st.Reason.Fatal() || time.Now().After(deadlines[w.Address]):
+				failed[w.Address] = st
+			default:
+				still = append(still, w)
+			}
+		}
+		pending = still
+		if len(pending) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			for _, w := range pending {
+				failed[w.Address] = last[w.Address]
+			}
+			return last, &WaitError{Pending: failed}
+		case <-time.After(time.Second):
+		}
+	}
+	if len(failed) > 0 {
+		return last, &WaitError{Pending: failed}
+	}
+	return last, nil
+}
+
+func reached(w *spec.Workload, st status.Status) bool {
+	switch {
+	case st.Phase == status.Running || st.Phase == status.Succeeded:
+		return true
+	case w.WaitFor == spec.WaitScheduled:
+		return st.Scheduled >= w.Replicas && st.Device != ""
+	}
+	return false
+}
+
+func namespaces(ws []*spec.Workload) []string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.Namespace)
+	}
+	return out
+}
