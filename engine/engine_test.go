@@ -283,8 +283,14 @@ resource "gpuslice_workload" "second" {
 		t.Errorf("deployment second still exists: %v", err)
 	}
 	for _, check := range []func() error{
-		func() error { _, err := c.Client().AppsV1().Deployments("prune").Get(ctx, "ollama", metav1.GetOptions{}); return err },
-		func() error { _, err := c.Client().CoreV1().ConfigMaps("prune").Get(ctx, "not-ours", metav1.GetOptions{}); return err },
+		func() error {
+			_, err := c.Client().AppsV1().Deployments("prune").Get(ctx, "ollama", metav1.GetOptions{})
+			return err
+		},
+		func() error {
+			_, err := c.Client().CoreV1().ConfigMaps("prune").Get(ctx, "not-ours", metav1.GetOptions{})
+			return err
+		},
 	} {
 		if err := check(); err != nil {
 			t.Errorf("an object that should stay is gone: %v", err)
