@@ -1,0 +1,133 @@
+/* A test-only libnvidia-ml.so.1 for the simulated V100 of fakegpu.h. */
+#define _GNU_SOURCE
+#include <string.h>
+
+#include "../src/cuda_abi.h"
+#include "fakegpu.h"
+
+#define API __attribute__((visibility("default")))
+
+static int inited;
+static struct nvmlDevice_st {
+	int index;
+} dev0;
+
+API nvmlReturn_t nvmlInit_v2(void)
+{
+	fake_shared();
+	__atomic_add_fetch(&inited, 1, __ATOMIC_ACQ_REL);
+	return NVML_SUCCESS;
+}
+API nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
+API nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+	(void)flags;
+	return nvmlInit_v2();
+}
+
+API nvmlReturn_t nvmlShutdown(void)
+{
+	if (__atomic_load_n(&inited, __ATOMIC_ACQUIRE) <= 0)
+		return NVML_ERROR_UNINITIALIZED;
+	__atomic_sub_fetch(&inited, 1, __ATOMIC_ACQ_REL);
+	return NVML_SUCCESS;
+}
+
+#define CHECK()                                            \
+	do {                                               \
+		if (__atomic_load_n(&inited, __ATOMIC_ACQUIRE) <= 0) \
+			return NVML_ERROR_UNINITIALIZED;    \
+	} while (0)
+
+API const char *nvmlErrorString(nvmlReturn_t r)
+{
+	switch (r) {
+	case NVML_SUCCESS: return "Success";
+	case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+	case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+	default: return "Unknown Error";
+	}
+}
+
+API nvmlReturn_t nvmlSystemGetDriverVersion(char *v, unsigned int len)
+{
+	CHECK();
+	if (!v || len < 10)
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	strncpy(v, "580.95.05", len);
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *n)
+{
+	CHECK();
+	*n = 1;
+	return NVML_SUCCESS;
+}
+API nvmlReturn_t nvmlDeviceGetCount(unsigned int *n) { return nvmlDeviceGetCount_v2(n); }
+
+API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *d)
+{
+	CHECK();
+	if (i != 0 || !d)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*d = &dev0;
+	return NVML_SUCCESS;
+}
+API nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int i, nvmlDevice_t *d) { return nvmlDeviceGetHandleByIndex_v2(i, d); }
+
+API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int len)
+{
+	CHECK();
+	if (d != &dev0 || !name || len < sizeof FAKE_NAME)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	strcpy(name, FAKE_NAME);
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int len)
+{
+	CHECK();
+	if (d != &dev0 || !uuid || len < sizeof FAKE_UUID)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	strcpy(uuid, FAKE_UUID);
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m)
+{
+	CHECK();
+	if (d != &dev0 || !m)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	uint64_t used = __atomic_load_n(&fake_shared()->mem_used, __ATOMIC_ACQUIRE);
+	m->total = FAKE_TOTAL_MEM;
+	m->used = used;
+	m->free = FAKE_TOTAL_MEM - used;
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m)
+{
+	CHECK();
+	if (d != &dev0 || !m)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (m->version != nvmlMemory_v2)
+		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+	uint64_t used = __atomic_load_n(&fake_shared()->mem_used, __ATOMIC_ACQUIRE);
+	m->total = FAKE_TOTAL_MEM;
+	m->reserved = 0;
+	m->used = used;
+	m->free = FAKE_TOTAL_MEM - used;
+	return NVML_SUCCESS;
+}
+
+/* utilisation over the last 100 ms of the shared timeline */
+API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u)
+{
+	CHECK();
+	if (d != &dev0 || !u)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	u->gpu = fake_device_util(100000000ull);
+	u->memory = 0;
+	return NVML_SUCCESS;
+}
