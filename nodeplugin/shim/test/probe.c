@@ -676,7 +676,7 @@ static int cmd_interactive(void)
 {
 	load_api("dlsym");
 	setup();
-	printf("ready\n");
+	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	char line[256];
 	while (fgets(line, sizeof line, stdin)) {
