@@ -157,6 +157,17 @@ func TestAllocationPaths(t *testing.T) {
 	})
 }
 
+// The library wraps dlsym; a library that chains to the next definition with
+// dlsym(RTLD_NEXT, ...) must still get the one after itself.
+func TestDlsymNextKeepsItsMeaning(t *testing.T) {
+	e := shimtest.NewEnv(t, slice)
+	for _, preload := range []bool{false, true} {
+		if out := strings.TrimSpace(run(t, e.Command(preload, "gs_next"))); out != "11" {
+			t.Errorf("interposer chain (library preloaded: %v) printed %s, want 11", preload, out)
+		}
+	}
+}
+
 // A forked worker is limited by the same budget, and its share comes back
 // when it dies without freeing.
 func TestForkedWorker(t *testing.T) {
@@ -709,5 +720,15 @@ func TestComputeShareControlsAndBurst(t *testing.T) {
 	}
 	if burst[0] < 0.9 {
 		t.Errorf("a lone tenant allowed to burst got %.2f%%, want the idle GPU", burst[0]*100)
+	}
+}
+
+func splitLines(s string) []string { return strings.Split(strings.TrimSpace(s), "\n") }
+
+func parseFloat(line, prefix string, v *float64) {
+	if rest, ok := strings.CutPrefix(line, prefix); ok {
+		if f, err := strconv.ParseFloat(rest, 64); err == nil {
+			*v = f
+		}
 	}
 }

@@ -29,6 +29,7 @@ struct gs_sym gs_syms[GS_NSYMS] = {
 };
 
 typedef void *(*dlsym_fn)(void *, const char *);
+static void *wrapped_dlsym(void *handle, const char *name);
 static dlsym_fn real_dlsym_p;
 
 static dlsym_fn real_dlsym(void)
@@ -127,7 +128,22 @@ static int find_wrapped(const char *name)
 	return -1;
 }
 
-GS_EXPORT void *dlsym(void *handle, const char *name)
+/* RTLD_NEXT means "after the caller": libc finds the caller from its return
+ * address, so that call must be a tail call (a jump), which keeps the
+ * caller's return address; the attribute keeps it one whatever CFLAGS say. */
+__attribute__((optimize("O2", "optimize-sibling-calls"))) static void *next_dlsym(void *handle, const char *name)
+{
+	return real_dlsym()(handle, name);
+}
+
+GS_EXPORT __attribute__((optimize("O2", "optimize-sibling-calls"))) void *dlsym(void *handle, const char *name)
+{
+	if (handle == RTLD_NEXT)
+		return next_dlsym(handle, name);
+	return wrapped_dlsym(handle, name);
+}
+
+static void *wrapped_dlsym(void *handle, const char *name)
 {
 	void *r = real_dlsym()(handle, name);
 	if (!r || (name[0] != 'c' && name[0] != 'n'))
