@@ -157,6 +157,37 @@ func TestAllocationPaths(t *testing.T) {
 	})
 }
 
+// cuGetProcAddress may hand out an address that is no exported symbol (an
+// internal entry point, or a variant newer than the library). For a CUDA
+// version whose variants the library knows, it still wraps it; past that, an
+// allocator is refused rather than let through unaccounted.
+func TestGetProcAddressUnexportedVariant(t *testing.T) {
+	e := shimtest.NewEnv(t, slice)
+	for _, c := range []struct {
+		preload, unexported bool
+		version             string
+		want                string
+	}{
+		{true, false, "13050", "getproc rc=0 status=0 found=1\nalloc-whole-slice rc=2"},
+		{true, true, "12080", "getproc rc=0 status=0 found=1\nalloc-whole-slice rc=2"},
+		{true, true, "13050", "getproc rc=500 status=1 found=0"},
+		{false, true, "13050", "getproc rc=0 status=0 found=1\nalloc-whole-slice rc=0"},
+	} {
+		cmd := e.Command(c.preload, "gs_probe", "getproc", "cuMemAlloc", c.version)
+		if c.unexported {
+			cmd.Env = append(cmd.Env, "FAKEGPU_PROC_UNEXPORTED=1")
+		}
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v: %s", err, stderr.String())
+		}
+		if got := strings.TrimSpace(stdout.String()); got != c.want {
+			t.Errorf("library %v, unexported %v, CUDA %s: got %q, want %q (%s)", c.preload, c.unexported, c.version, got, c.want, stderr.String())
+		}
+	}
+}
+
 // The library wraps dlsym; a library that chains to the next definition with
 // dlsym(RTLD_NEXT, ...) must still get the one after itself.
 func TestDlsymNextKeepsItsMeaning(t *testing.T) {

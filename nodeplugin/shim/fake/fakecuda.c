@@ -1354,11 +1354,23 @@ static const struct proc procs[] = {
 	P(cuGetProcAddress, cuGetProcAddress, 11030), P(cuGetProcAddress, cuGetProcAddress_v2, 12000),
 };
 
+/* With FAKEGPU_PROC_UNEXPORTED=1, cuGetProcAddress("cuMemAlloc") returns
+ * this function, which is not an exported symbol: what a driver that hands
+ * out internal entry points (or a variant newer than the shim) looks like. */
+static CUresult internal_mem_alloc(CUdeviceptr *dptr, size_t size) { return linear_alloc(dptr, size, size); }
+
 static CUresult get_proc(const char *symbol, void **pfn, int version, cuuint64_t flags,
 			 CUdriverProcAddressQueryResult *status)
 {
 	if (!symbol || !pfn)
 		return CUDA_ERROR_INVALID_VALUE;
+	const char *unexported = getenv("FAKEGPU_PROC_UNEXPORTED");
+	if (unexported && !strcmp(unexported, "1") && !strcmp(symbol, "cuMemAlloc") && version >= 3020) {
+		*pfn = (void *)internal_mem_alloc;
+		if (status)
+			*status = CU_GET_PROC_ADDRESS_SUCCESS;
+		return CUDA_SUCCESS;
+	}
 	bool want_ptsz = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
 	const struct proc *best = NULL;
 	bool known = false;

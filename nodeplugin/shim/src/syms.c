@@ -155,6 +155,10 @@ static void *wrapped_dlsym(void *handle, const char *name)
 	return gs_syms[idx].wrapper;
 }
 
+/* The newest CUDA version whose variants of the wrapped functions the
+ * table in shim_internal.h lists (checked against CUDA 12.9's headers). */
+#define GS_KNOWN_CUDA_VERSION 12090
+
 /* Maps the driver's answer for `symbol` to our wrapper of the same variant. */
 static void *wrap_proc(const char *symbol, void *realfn, int version, cuuint64_t flags, bool *refuse)
 {
@@ -177,20 +181,22 @@ static void *wrap_proc(const char *symbol, void *realfn, int version, cuuint64_t
 			return gs_syms[cand[k]].wrapper;
 		}
 	}
-	/* 2: the variant's name, if the address is a symbol we know */
+	/* 2: the variant's name, if the address is exactly a symbol we know */
 	Dl_info di;
-	if (dladdr(realfn, &di) && di.dli_sname)
+	if (dladdr(realfn, &di) && di.dli_sname && di.dli_saddr == realfn)
 		for (int k = 0; k < nc; k++)
 			if (!strcmp(di.dli_sname, gs_syms[cand[k]].name)) {
 				set_real(cand[k], realfn);
 				return gs_syms[cand[k]].wrapper;
 			}
-	/* 3: an unexported address: the newest variant this CUDA version had */
+	/* 3: an unexported address: the newest variant this CUDA version had,
+	 * but only for versions whose variants this table is known to list (a
+	 * later version may have a variant with another signature) */
 	bool ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
 	int best = -1;
 	for (int k = 0; k < nc; k++) {
 		struct gs_sym *s = &gs_syms[cand[k]];
-		if (s->min_version > version || ((s->flags & GS_F_PTSZ) != 0) != ptsz)
+		if (version > GS_KNOWN_CUDA_VERSION || s->min_version > version || ((s->flags & GS_F_PTSZ) != 0) != ptsz)
 			continue;
 		if (best < 0 || s->min_version > gs_syms[best].min_version)
 			best = cand[k];
@@ -198,11 +204,10 @@ static void *wrap_proc(const char *symbol, void *realfn, int version, cuuint64_t
 	if (best >= 0) {
 		gs_debug("cuGetProcAddress(%s, %d): unexported address, taken as %s", symbol, version,
 			 gs_syms[best].name);
-		void *cur = __atomic_load_n(&gs_syms[best].real, __ATOMIC_ACQUIRE);
-		if (!cur || cur == realfn) {
-			set_real(best, realfn);
-			return gs_syms[best].wrapper;
-		}
+		/* the wrapper calls the exported function of that variant if the
+		 * driver has one, else this address */
+		set_real(best, realfn);
+		return gs_syms[best].wrapper;
 	}
 	if (account) {
 		/* handing out an unwrapped allocator would bypass the budget */

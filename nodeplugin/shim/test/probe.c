@@ -13,6 +13,8 @@
  *   stress THREADS OPS SEED    random allocations and frees
  *   tenant KIND US EPOCH W0 W1 END   a compute tenant; prints its GPU share
  *   bench ITERS                ns per cuMemAlloc_v2+cuMemFree_v2 and per launch
+ *   getproc SYMBOL VERSION     what cuGetProcAddress_v2 answers (and, for
+ *                              cuMemAlloc, whether the whole slice is refused)
  *   fakestat                   the simulated device's memory counters
  *
  * Checks print "PASS name" or "FAIL name: why"; the exit status is 1 if any
@@ -1003,6 +1005,25 @@ static int cmd_bench(long iters)
 	return 0;
 }
 
+/* getproc SYMBOL VERSION: what cuGetProcAddress_v2 answers */
+static int cmd_getproc(const char *symbol, int version)
+{
+	load_api("dlsym");
+	setup();
+	gpa2_fn g = (gpa2_fn)dlsym(driver, "cuGetProcAddress_v2");
+	void *p = NULL;
+	CUdriverProcAddressQueryResult st = -1;
+	CUresult r = g(symbol, &p, version, 0, &st);
+	printf("getproc rc=%d status=%d found=%d\n", r, st, p != NULL);
+	if (r == CUDA_SUCCESS && p && !strcmp(symbol, "cuMemAlloc")) {
+		/* use it: past the slice it must be refused */
+		CUdeviceptr d;
+		CUresult a = ((CUresult(*)(CUdeviceptr *, size_t))p)(&d, limit_bytes());
+		printf("alloc-whole-slice rc=%d\n", a);
+	}
+	return 0;
+}
+
 static int cmd_fakestat(void)
 {
 	load_api("dlsym");
@@ -1033,6 +1054,8 @@ int main(int argc, char **argv)
 				  strtoull(argv[5], NULL, 10), strtoull(argv[6], NULL, 10), strtoull(argv[7], NULL, 10));
 	if (!strcmp(c, "bench") && argc == 3)
 		return cmd_bench(atol(argv[2]));
+	if (!strcmp(c, "getproc") && argc == 4)
+		return cmd_getproc(argv[2], atoi(argv[3]));
 	if (!strcmp(c, "fakestat"))
 		return cmd_fakestat();
 	die("unknown command %s", c);

@@ -21,10 +21,26 @@ var (
 	buildErr error
 )
 
-// SourceDir is nodeplugin/shim, wherever the tests run from.
+// SourceDir is nodeplugin/shim: found from this file's path, or (when built
+// with -trimpath) from the test's working directory, a package directory
+// inside it.
 func SourceDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	isShim := func(d string) bool {
+		_, err := os.Stat(filepath.Join(d, "include", "gpuslice.h"))
+		return err == nil
+	}
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		if d := filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..")); isShim(d) {
+			return d
+		}
+	}
+	d, _ := os.Getwd()
+	for ; d != filepath.Dir(d); d = filepath.Dir(d) {
+		if isShim(d) {
+			return d
+		}
+	}
+	return "nodeplugin/shim (not found from the working directory)"
 }
 
 // Build compiles everything once per test binary into a temporary directory
