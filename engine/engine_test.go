@@ -440,7 +440,13 @@ resource "gpuslice_workload" "train" {
 // the interrupted apply created but the configuration no longer has is
 // pruned, nothing is duplicated.
 func TestInterruptedApplyConverges(t *testing.T) {
-	e, c := newEngine(t)
+	// A cluster of its own: the outage would disturb the controllers the
+	// other tests rely on.
+	c := clustertest.Start(t, cluster.Options{})
+	e, err := engine.New(c.RESTConfig(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	extra := ""
 	for _, name := range []string{"a", "b", "c", "d"} {
@@ -461,7 +467,7 @@ resource "gpuslice_workload" "w` + name + `" {
 	big := loadStack(t, "outage", stackHCL("outage", extra))
 	p := mustPlan(t, e, big)
 	applied := 0
-	err := e.Apply(ctx, p, apply.Options{Concurrency: 1, Progress: func(ev apply.Event) {
+	err = e.Apply(ctx, p, apply.Options{Concurrency: 1, Progress: func(ev apply.Event) {
 		if ev.Err == nil {
 			applied++
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/gpuslice/gpuslice/acctest/devcluster"
 	"github.com/gpuslice/gpuslice/acctest/draproof"
 	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/engine/render"
 )
 
 func main() {
@@ -77,7 +78,7 @@ func run(ctx context.Context, dir string) error {
 		return err
 	}
 	for _, class := range []string{quarter, half, whole} {
-		key := draproof.QuotaResource(class)
+		key := render.DeviceQuotaResource(class)
 		used, hard := q.Status.Used[key], q.Status.Hard[key]
 		fmt.Printf("     team-a %-55s used %s of %s\n", key, used.String(), hard.String())
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/engine/render"
 )
 
 // GPU is the simulated card the proof publishes: a V100-PCIE-32GB.
@@ -41,6 +42,15 @@ type Proof struct {
 	Client    kubernetes.Interface
 	Namespace string
 	Node      string
+	// Model is the GPU model published; empty means GPUModel.
+	Model string
+}
+
+func (p *Proof) model() string {
+	if p.Model != "" {
+		return p.Model
+	}
+	return GPUModel
 }
 
 // ClassName returns the name of the proof's device class for a fraction.
@@ -54,7 +64,7 @@ func (p *Proof) CreateDeviceClasses(ctx context.Context, fractions ...int) ([]*r
 		cls, err := p.Client.ResourceV1().DeviceClasses().Create(ctx, &resourcev1.DeviceClass{
 			ObjectMeta: metav1.ObjectMeta{Name: ClassName(f)},
 			Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
-				CEL: &resourcev1.CELDeviceSelector{Expression: Selector(GPUModel, f)},
+				CEL: &resourcev1.CELDeviceSelector{Expression: render.Selector(GPUModel, f)},
 			}}},
 		}, metav1.CreateOptions{})
 		if err != nil {
@@ -65,18 +75,6 @@ func (p *Proof) CreateDeviceClasses(ctx context.Context, fractions ...int) ([]*r
 	return out, nil
 }
 
-// Selector is the CEL expression pinning driver, model and fraction.
-func Selector(model string, fraction int) string {
-	attrs := fmt.Sprintf("device.attributes[%q]", contract.DriverName)
-	return fmt.Sprintf("device.driver == %q && %s.%s == %q && %s.%s == %d",
-		contract.DriverName, attrs, contract.AttrModel, model, attrs, contract.AttrFraction, fraction)
-}
-
-// QuotaResource is the ResourceQuota key counting claims of a device class.
-func QuotaResource(class string) corev1.ResourceName {
-	return corev1.ResourceName(class + ".deviceclass.resource.k8s.io/devices")
-}
-
 // CreateQuota grants the namespace `devices` claims of each class and waits
 // until the quota controller has computed its usage.
 func (p *Proof) CreateQuota(ctx context.Context, devices map[string]int64) (*corev1.ResourceQuota, error) {
@@ -85,7 +83,7 @@ func (p *Proof) CreateQuota(ctx context.Context, devices map[string]int64) (*cor
 		corev1.ResourceRequestsMemory: resource.MustParse("16Gi"),
 	}
 	for class, n := range devices {
-		hard[QuotaResource(class)] = *resource.NewQuantity(n, resource.DecimalSI)
+		hard[render.DeviceQuotaResource(class)] = *resource.NewQuantity(n, resource.DecimalSI)
 	}
 	q, err := p.Client.CoreV1().ResourceQuotas(p.Namespace).Create(ctx, &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "gpu-slices"},
@@ -212,7 +210,7 @@ func (p *Proof) PublishGPU(ctx context.Context, fractions ...int) ([]*resourcev1
 			devices.Spec.Devices = append(devices.Spec.Devices, resourcev1.Device{
 				Name: fmt.Sprintf("gpu-0-%dpct-%d", f, i),
 				Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
-					contract.AttrModel:    {StringValue: ptr.To(GPUModel)},
+					contract.AttrModel:    {StringValue: ptr.To(p.model())},
 					contract.AttrFraction: {IntValue: ptr.To(int64(f))},
 				},
 				Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuslice/gpuslice/acctest/clustertest"
 	"github.com/gpuslice/gpuslice/acctest/draproof"
 	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/engine/render"
 )
 
 func TestMain(m *testing.M) {
@@ -63,7 +64,7 @@ func TestDRAPath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		key := draproof.QuotaResource(half)
+		key := render.DeviceQuotaResource(half)
 		if got := q.Status.Hard[key]; got.Value() != 1 {
 			t.Errorf("quota hard %s = %s, want 1", key, got.String())
 		}
@@ -106,7 +107,7 @@ func TestDRAPath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if used := q.Status.Used[draproof.QuotaResource(half)]; used.Value() != 1 {
+		if used := q.Status.Used[render.DeviceQuotaResource(half)]; used.Value() != 1 {
 			t.Errorf("quota used for %s = %s after one claim, want 1", half, used.String())
 		}
 	})

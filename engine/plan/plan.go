@@ -2,7 +2,8 @@
 // what apply would do: create, update (field by field), replace (when an
 // immutable field changes), delete or release (objects removed from the
 // configuration, found through the stack's inventory). It reads the cluster
-// with one list per kind and namespace, never one request per object.
+// with one list per kind (plus one per kind and namespace where objects
+// are missing), never one request per object.
 package plan
 
 import (
@@ -92,7 +93,7 @@ type Options struct {
 // applied is the stack's inventory from its last apply.
 func Make(ctx context.Context, client dynamic.Interface, stack string, desired []objects.Object, applied []objects.Ref, opts Options) (*Plan, error) {
 	p := &Plan{Stack: stack, Applied: applied}
-	live, err := readLive(ctx, client, desired, applied)
+	live, err := readLive(ctx, client, stack, desired, applied)
 	if err != nil {
 		return nil, err
 	}
@@ -192,50 +193,90 @@ func immutableChange(k objects.Kind, fields []FieldChange) string {
 	return ""
 }
 
-// readLive lists each kind once per namespace it is needed in (the objects
-// to apply and those in the inventory) and indexes the result by Ref key.
-func readLive(ctx context.Context, client dynamic.Interface, desired []objects.Object, applied []objects.Ref) (map[string]*unstructured.Unstructured, error) {
-	type scope struct {
-		group, kind, namespace string
-	}
-	scopes := map[scope]bool{}
+// readLive finds the live objects for the desired objects and the
+// inventory. First one list per kind of everything labelled with the stack,
+// across namespaces (namespaces themselves are listed whole: gpuslice only
+// labels them). Only objects not found that way — to be created, or
+// stripped of their labels — need a second look: one list per kind and
+// namespace, which finds any object in the way. In a steady state a plan
+// costs one request per kind.
+func readLive(ctx context.Context, client dynamic.Interface, stack string, desired []objects.Object, applied []objects.Ref) (map[string]*unstructured.Unstructured, error) {
+	type scope struct{ group, kind, namespace string }
+	var wanted []objects.Ref
 	for _, o := range desired {
-		r := o.Ref()
-		scopes[scope{r.Group, r.Kind, r.Namespace}] = true
+		wanted = append(wanted, o.Ref())
 	}
-	for _, r := range applied {
-		scopes[scope{r.Group, r.Kind, r.Namespace}] = true
-	}
+	wanted = append(wanted, applied...)
+
 	live := map[string]*unstructured.Unstructured{}
-	for s := range scopes {
+	kindsDone := map[scope]bool{}
+	for _, r := range wanted {
+		k := scope{group: r.Group, kind: r.Kind}
+		if kindsDone[k] {
+			continue
+		}
+		kindsDone[k] = true
+		kind, err := objects.KindOf(r.Group, r.Kind)
+		if err != nil {
+			return nil, err
+		}
+		selector := objects.LabelStack + "=" + stack
+		if kind.Release {
+			selector = "" // shared objects do not carry the stack label
+		}
+		if err := listInto(ctx, client, kind, "", selector, live); err != nil {
+			if !apierrors.IsForbidden(err) || !kind.Namespaced {
+				return nil, err
+			}
+			// Allowed in some namespaces only: the second pass lists them.
+		}
+	}
+	second := map[scope]bool{}
+	for _, r := range wanted {
+		if _, found := live[r.Key()]; !found {
+			second[scope{r.Group, r.Kind, r.Namespace}] = true
+		}
+	}
+	for s := range second {
 		kind, err := objects.KindOf(s.group, s.kind)
 		if err != nil {
 			return nil, err
 		}
-		var list *unstructured.UnstructuredList
-		if kind.Namespaced {
-			list, err = client.Resource(kind.GVR).Namespace(s.namespace).List(ctx, metav1.ListOptions{})
-		} else {
-			list, err = client.Resource(kind.GVR).List(ctx, metav1.ListOptions{})
+		if !kind.Namespaced && kindsDone[scope{group: s.group, kind: s.kind}] && kind.Release {
+			continue // already listed whole
 		}
-		if apierrors.IsNotFound(err) && kind.Namespaced {
-			continue // the namespace does not exist yet: nothing live in it
-		}
-		if err != nil {
-			where := s.namespace
-			if where == "" {
-				where = "the cluster"
-			}
-			return nil, fmt.Errorf("list %s in %s: %w", kind.GVR.Resource, where, err)
-		}
-		for i := range list.Items {
-			u := &list.Items[i]
-			// Lists do not carry kind per item in every version; set it from
-			// what was listed so Refs match.
-			u.SetAPIVersion(kind.GVR.GroupVersion().String())
-			u.SetKind(kind.Kind)
-			live[objects.RefOf(u).Key()] = u
+		if err := listInto(ctx, client, kind, s.namespace, "", live); err != nil {
+			return nil, err
 		}
 	}
 	return live, nil
+}
+
+// listInto lists a kind (in namespace, or everywhere when empty) and
+// indexes the items by Ref key.
+func listInto(ctx context.Context, client dynamic.Interface, kind objects.Kind, namespace, selector string, live map[string]*unstructured.Unstructured) error {
+	var list *unstructured.UnstructuredList
+	var err error
+	opts := metav1.ListOptions{LabelSelector: selector}
+	if kind.Namespaced && namespace != "" {
+		list, err = client.Resource(kind.GVR).Namespace(namespace).List(ctx, opts)
+	} else {
+		list, err = client.Resource(kind.GVR).List(ctx, opts)
+	}
+	if err != nil {
+		where := namespace
+		if where == "" {
+			where = "the cluster"
+		}
+		return fmt.Errorf("list %s in %s: %w", kind.GVR.Resource, where, err)
+	}
+	for i := range list.Items {
+		u := &list.Items[i]
+		// List items do not always carry their kind; set it from what was
+		// listed so Refs match.
+		u.SetAPIVersion(kind.GVR.GroupVersion().String())
+		u.SetKind(kind.Kind)
+		live[objects.RefOf(u).Key()] = u
+	}
+	return nil
 }

@@ -299,7 +299,11 @@ func (s *Snapshot) diagnosePod(w *spec.Workload, pod *corev1.Pod) (Reason, strin
 		if strings.Contains(c.Message, "cannot allocate all claims") {
 			return WaitingForSlice, fmt.Sprintf("waiting for a free slice: no %s slice is free on any node; pod %s stays Pending until one frees (quota is an entitlement, not a reservation)", w.Package, pod.Name)
 		}
-		return Unschedulable, fmt.Sprintf("pod %s cannot be scheduled: %s", pod.Name, c.Message)
+		msg := fmt.Sprintf("pod %s cannot be scheduled: %s", pod.Name, c.Message)
+		if strings.Contains(c.Message, "unbound immediate PersistentVolumeClaims") {
+			msg += "; the model volume is not bound: the cluster needs a StorageClass that provisions it (set model_volume.storage_class) or a matching PersistentVolume"
+		}
+		return Unschedulable, msg
 	}
 	if pod.Spec.NodeName != "" {
 		ready := false

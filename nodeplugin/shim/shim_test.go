@@ -418,6 +418,7 @@ func TestConcurrentStress(t *testing.T) {
 		cmds []*exec.Cmd
 		outs []*bytes.Buffer
 		ins  []io.WriteCloser
+		read []chan struct{}
 	)
 	for i := 0; i < procs; i++ {
 		cmd := e.Command(true, "gs_probe", "stress", strconv.Itoa(threads), strconv.Itoa(ops), strconv.Itoa(i+1))
@@ -432,13 +433,15 @@ func TestConcurrentStress(t *testing.T) {
 		if !sc.Scan() || sc.Text() != "ready" {
 			t.Fatalf("stress %d did not start: %q %s", i, sc.Text(), stderr.String())
 		}
-		buf := &bytes.Buffer{}
+		// Wait closes the pipe, so the output is read to its end first.
+		buf, eof := &bytes.Buffer{}, make(chan struct{})
 		go func() {
+			defer close(eof)
 			for sc.Scan() {
 				buf.WriteString(sc.Text() + "\n")
 			}
 		}()
-		cmds, outs, ins = append(cmds, cmd), append(outs, buf), append(ins, in)
+		cmds, outs, ins, read = append(cmds, cmd), append(outs, buf), append(ins, in), append(read, eof)
 	}
 	// watch the region while they run
 	done := make(chan struct{})
@@ -465,6 +468,7 @@ func TestConcurrentStress(t *testing.T) {
 		io.WriteString(in, "go\n")
 	}
 	for i, cmd := range cmds {
+		<-read[i]
 		if err := cmd.Wait(); err != nil {
 			t.Errorf("stress %d: %v\n%s", i, err, outs[i])
 		}

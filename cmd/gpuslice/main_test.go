@@ -1,0 +1,141 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuslice/gpuslice/acctest/cluster"
+	"github.com/gpuslice/gpuslice/acctest/clustertest"
+)
+
+var gpusliceBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gpuslice-cli-")
+	if err != nil {
+		panic(err)
+	}
+	gpusliceBin = filepath.Join(dir, "gpuslice")
+	if out, err := exec.Command("go", "build", "-o", gpusliceBin, ".").CombinedOutput(); err != nil {
+		panic(string(out))
+	}
+	code := clustertest.Main(m, cluster.Options{}, nil)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// run runs the built CLI and returns its combined output and exit code.
+func run(t *testing.T, env []string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(gpusliceBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), code
+}
+
+const cliConfig = `
+terraform {
+  required_providers {
+    gpuslice = { source = "registry.terraform.io/gpuslice/gpuslice" }
+  }
+}
+variable "slices" {
+  type    = number
+  default = 1
+}
+resource "gpuslice_package" "small" {
+  name      = "cli-8gi"
+  gpu_model = "Tesla V100-PCIE-32GB"
+  fraction  = 25
+}
+resource "gpuslice_quota" "q" {
+  namespace = "cli"
+  slices    = { (gpuslice_package.small.name) = var.slices }
+}
+`
+
+func TestValidateNeedsNoCluster(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cliConfig), 0o644)
+	out, code := run(t, []string{"KUBECONFIG=/nonexistent"}, "validate", dir)
+	if code != 0 || !strings.Contains(out, "Success! The configuration is valid: stack") {
+		t.Fatalf("validate: exit %d\n%s", code, out)
+	}
+	os.WriteFile(filepath.Join(dir, "main.tf"), []byte(strings.Replace(cliConfig, "fraction  = 25", "fraction  = 30", 1)), 0o644)
+	out, code = run(t, nil, "validate", dir)
+	if code != 1 || !strings.Contains(out, "main.tf:14:15: gpuslice_package.small.fraction: Fraction not offered") {
+		t.Fatalf("invalid config: exit %d\n%s", code, out)
+	}
+}
+
+func TestPlanApplyStatusAgainstACluster(t *testing.T) {
+	c := clustertest.Shared(t)
+	env := []string{"KUBECONFIG=" + c.KubeconfigPath}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cliConfig), 0o644)
+
+	out, code := run(t, env, "plan", dir, "-stack", "cli", "-detailed-exitcode")
+	if code != 2 || !strings.Contains(out, "+   DeviceClass cli-8gi will be created") || !strings.Contains(out, "Plan: 3 to add") {
+		t.Fatalf("plan before apply: exit %d, want 2\n%s", code, out)
+	}
+	// Without a terminal, apply refuses to go on unasked.
+	out, code = run(t, env, "apply", dir, "-stack", "cli")
+	if code != 1 || !strings.Contains(out, "rerun with -auto-approve") {
+		t.Fatalf("apply without approval: exit %d\n%s", code, out)
+	}
+	out, code = run(t, env, "apply", dir, "-stack", "cli", "-auto-approve")
+	if code != 0 || !strings.Contains(out, "Apply complete") {
+		t.Fatalf("apply: exit %d\n%s", code, out)
+	}
+	out, code = run(t, env, "plan", dir, "-stack", "cli", "-detailed-exitcode")
+	if code != 0 || !strings.Contains(out, "No changes.") {
+		t.Fatalf("plan after apply: exit %d, want 0\n%s", code, out)
+	}
+
+	// -var changes the plan; -json describes it for machines.
+	out, code = run(t, env, "plan", dir, "-stack", "cli", "-var", "slices=3", "-json", "-detailed-exitcode")
+	if code != 2 {
+		t.Fatalf("plan -json: exit %d\n%s", code, out)
+	}
+	var doc struct {
+		FormatVersion string `json:"format_version"`
+		Changes       []struct {
+			Action string `json:"action"`
+			Object struct{ Kind, Name string }
+			Fields []struct {
+				Path          string
+				Before, After any
+			}
+		}
+		Summary map[string]int
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("plan -json is not JSON: %v\n%s", err, out)
+	}
+	if doc.FormatVersion != "1" || len(doc.Changes) != 1 || doc.Changes[0].Action != "update" || doc.Changes[0].Object.Kind != "ResourceQuota" ||
+		len(doc.Changes[0].Fields) != 1 || doc.Changes[0].Fields[0].Path != `.spec.hard["cli-8gi.deviceclass.resource.k8s.io/devices"]` ||
+		doc.Changes[0].Fields[0].After != "3" || doc.Summary["update"] != 1 {
+		t.Fatalf("plan -json = %+v", doc)
+	}
+
+	// An unreachable cluster is a clear error, not a stack trace.
+	out, code = run(t, []string{"KUBECONFIG=/nonexistent/kubeconfig"}, "plan", dir, "-stack", "cli")
+	if code != 1 || !strings.Contains(out, "gpuslice dev up") || strings.Contains(out, "goroutine") {
+		t.Fatalf("plan without a cluster: exit %d\n%s", code, out)
+	}
+
+	out, code = run(t, env, "destroy", dir, "-stack", "cli", "-auto-approve")
+	if code != 0 || !strings.Contains(out, "Destroy complete") || !strings.Contains(out, "1 released") {
+		t.Fatalf("destroy: exit %d\n%s", code, out)
+	}
+}
