@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the pinned test tools (OpenTofu, etcd, kube-apiserver,
-# kube-scheduler, kube-controller-manager, gotestsum, staticcheck) from the
+# kube-scheduler, kube-controller-manager, gotestsum, staticcheck, tfplugindocs) from the
 # Go module proxy into bin/. Nothing is downloaded as a release binary. A tool is rebuilt only
 # when its stamp (module go.mod + go.sum + Go version) changed, so a warm run
 # takes a second.
@@ -16,7 +16,7 @@ mkdir -p "$bin" "$stamps"
 
 k8s_version=v1.37.2
 
-all_tools="gotestsum staticcheck etcd kube-apiserver kube-scheduler kube-controller-manager tofu"
+all_tools="gotestsum staticcheck tfplugindocs etcd kube-apiserver kube-scheduler kube-controller-manager tofu"
 
 # name | module dir | package | ldflags
 tool_spec() {
@@ -28,6 +28,7 @@ tool_spec() {
       echo "kubernetes|k8s.io/kubernetes/cmd/$1|-X $v.gitVersion=$k8s_version -X $v.gitMajor=1 -X $v.gitMinor=37 -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z" ;;
     gotestsum) echo "devtools|gotest.tools/gotestsum|" ;;
     staticcheck) echo "devtools|honnef.co/go/tools/cmd/staticcheck|" ;;
+    tfplugindocs) echo "devtools|github.com/hashicorp/terraform-plugin-docs/cmd/tfplugindocs|" ;;
     *) echo "unknown tool '$1' (known: $all_tools)" >&2; return 1 ;;
   esac
 }
