@@ -78,6 +78,43 @@ func TestValidateNeedsNoCluster(t *testing.T) {
 	}
 }
 
+// The plan-time checks that need no cluster run in validate, with the
+// error on the attribute in the file, and a table file of the user's own
+// teaches them a model.
+func TestValidateRunsTheChecks(t *testing.T) {
+	dir := t.TempDir()
+	workload := cliConfig + `
+resource "gpuslice_workload" "llm" {
+  namespace      = gpuslice_quota.q.namespace
+  name           = "llm"
+  package        = gpuslice_package.small.name
+  preload_models = ["our-model:3b"]
+  expose { port = 11434 }
+  container {
+    image          = "ollama/ollama:0.24.0"
+    env            = { OLLAMA_CONTEXT_LENGTH = "131072" }
+    memory_request = "2Gi"
+    memory_limit   = "4Gi"
+  }
+  model_volume {
+    size       = "20Gi"
+    mount_path = "/root/.ollama"
+  }
+}
+`
+	os.WriteFile(filepath.Join(dir, "main.tf"), []byte(workload), 0o644)
+	out, code := run(t, nil, "validate", dir)
+	if code != 0 || !strings.Contains(out, `main.tf:25:21: gpuslice_workload.llm.preload_models[0]: Model not known: "our-model:3b" has no row in the model table`) {
+		t.Fatalf("unknown model: exit %d\n%s", code, out)
+	}
+	table := filepath.Join(t.TempDir(), "ours.yaml")
+	os.WriteFile(table, []byte("version: 1\nllms:\n  - {name: \"our-model:3b\", weights_mib: 2000, layers: 28, kv_heads: 8, head_dim: 128}\n"), 0o644)
+	out, code = run(t, nil, "validate", dir, "-table", table)
+	if code != 1 || !strings.Contains(out, `main.tf:29:24: gpuslice_workload.llm.container.env["OLLAMA_CONTEXT_LENGTH"]: Model does not fit the slice: our-model:3b needs about 16.4 GiB`) {
+		t.Fatalf("context too long: exit %d\n%s", code, out)
+	}
+}
+
 func TestPlanApplyStatusAgainstACluster(t *testing.T) {
 	c := clustertest.Shared(t)
 	env := []string{"KUBECONFIG=" + c.KubeconfigPath}
