@@ -36,6 +36,7 @@ func newReconcileCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				e.Tables = f.tableSet
 				p, err := planStack(ctx, e, c, plan.Options{})
 				if err != nil {
 					return err
