@@ -61,5 +61,9 @@ func (r renderer) quota(q *spec.Quota) ([]objects.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []objects.Object{nsObj, rq}, nil
+	binding, err := r.tenantRoleBinding(q)
+	if err != nil {
+		return nil, err
+	}
+	return append([]objects.Object{nsObj, rq}, binding...), nil
 }
