@@ -154,7 +154,9 @@ func (e *env) class(fraction int) string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(func() { _ = e.client.ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	e.t.Cleanup(func() {
+		_ = e.client.ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 	return name
 }
 
