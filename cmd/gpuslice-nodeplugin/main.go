@@ -63,6 +63,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.cfg.StateDir, "state-dir", "/var/lib/gpuslice", "directory for the checkpoint and the ld.so.preload file")
 	f.StringVar(&o.cfg.AccountingRoot, "accounting-dir", "/run/gpuslice/claims", "directory holding one accounting directory per prepared claim")
 	f.StringVar(&o.cfg.DriverRoot, "driver-root", "/", "host directory holding the NVIDIA driver's libraries and nvidia-smi (/run/nvidia/driver with NVIDIA's driver container)")
+	f.StringVar(&o.cfg.DriverRootInPlugin, "driver-root-in-plugin", "", "where the plugin's container mounts --driver-root (default: --driver-root itself)")
 	f.StringVar(&o.cfg.ShimSource, "shim-library", "/usr/local/lib/gpuslice/libgpuslice.so", "the libgpuslice.so shipped with this plugin; installed into --shim-dir under a versioned name")
 	f.StringVar(&o.cfg.ShimDir, "shim-dir", "/var/lib/gpuslice/shim", "host directory the shim library is installed into")
 	f.StringVar(&o.metricsAddress, "metrics-address", ":9400", "address serving /metrics and /healthz; empty turns it off")

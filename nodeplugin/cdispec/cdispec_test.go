@@ -36,20 +36,21 @@ func fakeDriverRoot(t *testing.T, version string) string {
 
 func TestFindDriverFiles(t *testing.T) {
 	root := fakeDriverRoot(t, "550.54.15")
-	files, err := cdispec.FindDriverFiles(root, "550.54.15")
+	files, err := cdispec.FindDriverFiles(root, "/run/nvidia/driver", "550.54.15")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lib := filepath.Join(root, "usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15")
+	// the plugin reads the driver under root; the specs name host paths
+	lib := "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"
 	want := []cdispec.DriverFile{
-		{HostPath: filepath.Join(root, "usr/bin/nvidia-smi"), ContainerPath: "/usr/bin/nvidia-smi"},
+		{HostPath: "/run/nvidia/driver/usr/bin/nvidia-smi", ContainerPath: "/usr/bin/nvidia-smi"},
 		{HostPath: lib, ContainerPath: "/usr/lib/x86_64-linux-gnu/libcuda.so.1"},
 		{HostPath: lib, ContainerPath: "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"},
 	}
 	if !slices.Equal(files, want) {
 		t.Fatalf("found %+v\nwant %+v", files, want)
 	}
-	if files, err := cdispec.FindDriverFiles(t.TempDir(), "550.54.15"); err != nil || len(files) != 0 {
+	if files, err := cdispec.FindDriverFiles(t.TempDir(), "/", "550.54.15"); err != nil || len(files) != 0 {
 		t.Errorf("empty root: %v, %v; want nothing and no error", files, err)
 	}
 }
@@ -58,7 +59,7 @@ func TestFindDriverFiles(t *testing.T) {
 // container runtime would, checking every edit the shim relies on.
 func TestSpecContent(t *testing.T) {
 	root := fakeDriverRoot(t, "550.54.15")
-	files, _ := cdispec.FindDriverFiles(root, "550.54.15")
+	files, _ := cdispec.FindDriverFiles(root, root, "550.54.15")
 	spec, err := cdispec.Build(cdispec.Slice{
 		ClaimUID: "0b6e4c3a-uid", GPUUUID: "GPU-abc", GPUMinor: 3, MemoryBytes: 8 << 30, Fraction: 25, AccountingDir: "/run/gpuslice/claims/0b6e4c3a-uid",
 	}, cdispec.Host{ShimLibrary: "/var/lib/gpuslice/shim/libgpuslice-1a2b.so", PreloadFile: "/var/lib/gpuslice/ld.so.preload", DriverFiles: files})

@@ -40,20 +40,23 @@ type DriverFile struct {
 }
 
 // FindDriverFiles lists the driver's libraries of version driverVersion
-// (e.g. libcuda.so.550.54.15) under root, the host directory holding the
-// driver's files ("/" for a driver installed on the host, /run/nvidia/driver
-// for NVIDIA's driver container), and nvidia-smi. Each library is mounted
+// (e.g. libcuda.so.550.54.15) and nvidia-smi. hostRoot is the host directory
+// holding the driver's files ("/" for a driver installed on the host,
+// /run/nvidia/driver for NVIDIA's driver container), the root of the host
+// paths in the spec; root is where the plugin sees that directory (the
+// plugin's container mounts it elsewhere). Each library is mounted
 // under its own name and under its ELF soname (libcuda.so.1), the name
 // programs open, so no ldconfig or symlink hook is needed in the container.
 // Missing files are skipped: a simulated node has none.
-func FindDriverFiles(root, driverVersion string) ([]DriverFile, error) {
+func FindDriverFiles(root, hostRoot, driverVersion string) ([]DriverFile, error) {
 	var out []DriverFile
 	seen := map[string]bool{}
 	for _, dir := range libraryDirs {
 		for _, lib := range driverLibraries {
 			name := lib + "." + driverVersion
-			host := filepath.Join(root, dir, name)
-			if _, err := os.Stat(host); err != nil {
+			path := filepath.Join(root, dir, name)
+			host := filepath.Join(hostRoot, dir, name)
+			if _, err := os.Stat(path); err != nil {
 				continue
 			}
 			if seen[name] {
@@ -61,9 +64,9 @@ func FindDriverFiles(root, driverVersion string) ([]DriverFile, error) {
 			}
 			seen[name] = true
 			out = append(out, DriverFile{HostPath: host, ContainerPath: filepath.Join(dir, name)})
-			soname, err := readSoname(host)
+			soname, err := readSoname(path)
 			if err != nil {
-				return nil, fmt.Errorf("driver library %s: %w (is --driver-root %s the driver's root?)", host, err, root)
+				return nil, fmt.Errorf("driver library %s: %w (is %s the driver's root?)", path, err, root)
 			}
 			if soname != "" && soname != name {
 				out = append(out, DriverFile{HostPath: host, ContainerPath: filepath.Join(dir, soname)})
@@ -71,9 +74,8 @@ func FindDriverFiles(root, driverVersion string) ([]DriverFile, error) {
 		}
 	}
 	for _, bin := range driverBinaries {
-		host := filepath.Join(root, bin)
-		if _, err := os.Stat(host); err == nil {
-			out = append(out, DriverFile{HostPath: host, ContainerPath: bin})
+		if _, err := os.Stat(filepath.Join(root, bin)); err == nil {
+			out = append(out, DriverFile{HostPath: filepath.Join(hostRoot, bin), ContainerPath: bin})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b DriverFile) int { return strings.Compare(a.ContainerPath, b.ContainerPath) })

@@ -37,8 +37,10 @@ type Config struct {
 	// AccountingRoot holds one directory per prepared claim, mounted into
 	// the claim's containers.
 	AccountingRoot string
-	// DriverRoot is the host directory holding the driver's files ("/").
-	DriverRoot string
+	// DriverRoot is the host directory holding the driver's files ("/");
+	// DriverRootInPlugin is where the plugin sees it (default DriverRoot).
+	DriverRoot         string
+	DriverRootInPlugin string
 	// ShimSource is the libgpuslice.so shipped with the plugin; it is
 	// installed into ShimDir under a name carrying its content hash.
 	ShimSource string
@@ -101,6 +103,9 @@ func (c *Config) validate() error {
 	}
 	if c.DriverRoot == "" {
 		c.DriverRoot = "/"
+	}
+	if c.DriverRootInPlugin == "" {
+		c.DriverRootInPlugin = c.DriverRoot
 	}
 	return errors.Join(errs...)
 }

@@ -119,7 +119,7 @@ func (p *Plugin) setUpHost() error {
 	if p.host.PreloadFile, err = writePreloadFile(p.cfg.StateDir); err != nil {
 		return err
 	}
-	if p.host.DriverFiles, err = cdispec.FindDriverFiles(p.cfg.DriverRoot, driverVersion(p.gpus)); err != nil {
+	if p.host.DriverFiles, err = cdispec.FindDriverFiles(p.cfg.DriverRootInPlugin, p.cfg.DriverRoot, driverVersion(p.gpus)); err != nil {
 		return err
 	}
 	if len(p.host.DriverFiles) == 0 && len(p.gpus) > 0 {
