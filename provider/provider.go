@@ -91,4 +91,3 @@ func (p *gpusliceProvider) Resources(context.Context) []func() resource.Resource
 func (p *gpusliceProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return nil
 }
-

@@ -149,4 +149,3 @@ func listValue(v cty.Value) types.List {
 	}
 	return types.ListValueMust(elemType, elems)
 }
-
