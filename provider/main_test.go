@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -129,3 +130,5 @@ provider "gpuslice" {
 }
 `, kubeconfig)
 }
+
+func corev1ResourceName(s string) corev1.ResourceName { return corev1.ResourceName(s) }

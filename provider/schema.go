@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listdefault"
@@ -41,22 +42,45 @@ func convertBlock(b engineschema.Block) (map[string]schema.Attribute, map[string
 	}
 	blocks := map[string]schema.Block{}
 	for _, nb := range b.Blocks {
-		nested, nestedBlocks := convertBlock(nb)
-		obj := schema.NestedBlockObject{Attributes: nested, Blocks: nestedBlocks}
 		switch nb.Nesting {
 		case engineschema.NestingSingle:
-			var validators []validator.Object
-			desc := nb.Description
-			if nb.Required {
-				validators = append(validators, objectvalidator.IsRequired())
-				desc += " Required."
-			}
-			blocks[nb.Name] = schema.SingleNestedBlock{Description: desc, MarkdownDescription: desc, Attributes: nested, Blocks: nestedBlocks, Validators: validators}
+			blocks[nb.Name] = singleBlock(nb)
 		case engineschema.NestingList:
-			blocks[nb.Name] = schema.ListNestedBlock{Description: nb.Description, MarkdownDescription: nb.Description, NestedObject: obj}
+			nested, nestedBlocks := convertBlock(nb)
+			blocks[nb.Name] = schema.ListNestedBlock{Description: nb.Description, MarkdownDescription: nb.Description,
+				NestedObject: schema.NestedBlockObject{Attributes: nested, Blocks: nestedBlocks}}
 		}
 	}
 	return attrs, blocks
+}
+
+// singleBlock converts a block that appears at most once. The framework
+// would demand its required attributes even when the block is left out, so
+// they are optional in the schema and required by a validator on the block
+// when it is present.
+func singleBlock(b engineschema.Block) schema.SingleNestedBlock {
+	inner := b
+	inner.Attributes = nil
+	var needed []path.Expression
+	for _, a := range b.Attributes {
+		if a.Required {
+			a.Required = false
+			a.Description += " Required in this block."
+			needed = append(needed, path.MatchRelative().AtName(a.Name))
+		}
+		inner.Attributes = append(inner.Attributes, a)
+	}
+	nested, nestedBlocks := convertBlock(inner)
+	var validators []validator.Object
+	desc := b.Description
+	if b.Required {
+		validators = append(validators, objectvalidator.IsRequired())
+		desc += " Required."
+	}
+	if len(needed) > 0 {
+		validators = append(validators, objectvalidator.AlsoRequires(needed...))
+	}
+	return schema.SingleNestedBlock{Description: desc, MarkdownDescription: desc, Attributes: nested, Blocks: nestedBlocks, Validators: validators}
 }
 
 // flags are the Required/Optional/Computed combination of an attribute:
