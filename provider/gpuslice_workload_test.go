@@ -97,8 +97,14 @@ func TestAccWorkload(t *testing.T) {
 		ProtoV6ProviderFactories: providers,
 		CheckDestroy: func(*terraform.State) error {
 			for _, err := range []error{
-				func() error { _, err := kube.AppsV1().Deployments(ns).Get(context.Background(), "ollama", metav1.GetOptions{}); return err }(),
-				func() error { _, err := kube.AppsV1().StatefulSets(ns).Get(context.Background(), "ollama", metav1.GetOptions{}); return err }(),
+				func() error {
+					_, err := kube.AppsV1().Deployments(ns).Get(context.Background(), "ollama", metav1.GetOptions{})
+					return err
+				}(),
+				func() error {
+					_, err := kube.AppsV1().StatefulSets(ns).Get(context.Background(), "ollama", metav1.GetOptions{})
+					return err
+				}(),
 			} {
 				if !apierrors.IsNotFound(err) {
 					return fmt.Errorf("workload controller still there after destroy (err %v)", err)
