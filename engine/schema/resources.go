@@ -122,6 +122,15 @@ var Workload = Resource{
 				},
 			},
 			{
+				Name: "model", Nesting: NestingSingle,
+				Description: "The language model the workload serves. Plan checks that its weights, KV cache and the runtime's overhead fit the slice, and that the context is what you meant.",
+				Attributes: []Attribute{
+					required(str("name", "Model reference as the runtime pulls it, e.g. `llama3.2:3b` (rows in schemas/tables/llms.yaml, or a table file of your own).")),
+					{Name: "context_length", Type: cty.Number, Description: "Context window in tokens. Unset: the runtime's variable (e.g. `OLLAMA_CONTEXT_LENGTH` in `container.env`) or its default (Ollama: 4096). Set it to the same value as that variable."},
+					str("kv_cache_type", "KV cache element type: `f16`, `q8_0` or `q4_0`. Unset: the runtime's variable (`OLLAMA_KV_CACHE_TYPE`) or its default (f16)."),
+				},
+			},
+			{
 				Name: "expose", Nesting: NestingSingle,
 				Description: "A Service in front of the workload.",
 				Attributes: []Attribute{
