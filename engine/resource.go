@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/engine/checks"
 	"github.com/gpuslice/gpuslice/engine/diag"
 	"github.com/gpuslice/gpuslice/engine/objects"
 	"github.com/gpuslice/gpuslice/engine/plan"
@@ -203,4 +204,25 @@ func (e *Engine) ResourceStatus(ctx context.Context, w *spec.Workload) (status.S
 		return status.Status{}, err
 	}
 	return st[w.Address], nil
+}
+
+// CheckResource runs the plan-time checks on one resource in its context
+// and returns its own diagnostics (and the warning when cluster checks were
+// skipped). e may be nil when there is no cluster to ask: skipped then says
+// why, and only the checks that need no cluster run.
+func CheckResource(ctx context.Context, e *Engine, resource any, rc ResourceContext, t *tables.Set, skipped string) diag.Diagnostics {
+	s := resourceStack(resource, rc, t.GPUModels)
+	var all diag.Diagnostics
+	if e != nil {
+		all = e.Check(ctx, s)
+	} else {
+		all = checks.Run(s, t, nil, skipped)
+	}
+	var out diag.Diagnostics
+	for _, d := range all {
+		if d.Address == addressOf(resource) || d.Address == "" {
+			out = append(out, d)
+		}
+	}
+	return out
 }

@@ -29,6 +29,7 @@ type connectionModel struct {
 	ClientKey             types.String `tfsdk:"client_key"`
 	Insecure              types.Bool   `tfsdk:"insecure"`
 	InventoryNamespace    types.String `tfsdk:"inventory_namespace"`
+	TableFiles            types.List   `tfsdk:"table_files"`
 	Exec                  *execModel   `tfsdk:"exec"`
 }
 
@@ -58,6 +59,7 @@ func connectionAttributes() map[string]schema.Attribute {
 		"client_certificate":       str("PEM client certificate for TLS authentication.", "KUBE_CLIENT_CERT_DATA", false),
 		"client_key":               str("PEM key of `client_certificate`.", "KUBE_CLIENT_KEY_DATA", true),
 		"insecure":                 schema.BoolAttribute{Optional: true, MarkdownDescription: "Skip verifying the API server's certificate (tests only). Environment: `KUBE_INSECURE`."},
+		"table_files":              schema.ListAttribute{ElementType: types.StringType, Optional: true, MarkdownDescription: "Table files of your own (YAML, the format of the repository's `schemas/tables`) extending the built-in GPU model, image, model and runtime tables, like the CLI's `--table`."},
 		"inventory_namespace":      str("Namespace holding each resource's inventory of applied objects (default `gpuslice-system`).", "", false),
 	}
 }

@@ -61,7 +61,6 @@ func deviceClassGone(names ...string) func(*terraform.State) error {
 
 func TestAccPackage(t *testing.T) {
 	needCluster(t)
-	t.Parallel()
 	const name, renamed = "acc-pkg-8gi", "acc-pkg-renamed"
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: providers,
@@ -138,7 +137,6 @@ func TestAccPackage(t *testing.T) {
 
 func TestAccPackageInvalid(t *testing.T) {
 	needCluster(t)
-	t.Parallel()
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: providers,
 		Steps: []resource.TestStep{

@@ -67,7 +67,6 @@ func quotaHard(ns string, want map[string]string) resource.TestCheckFunc {
 
 func TestAccQuota(t *testing.T) {
 	needCluster(t)
-	t.Parallel()
 	const ns = "acc-quota"
 	small, large := ns+"-8gi", ns+"-32gi"
 	devices := func(class string) string { return class + ".deviceclass.resource.k8s.io/devices" }

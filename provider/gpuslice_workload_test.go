@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -90,7 +91,6 @@ func TestAccWorkload(t *testing.T) {
 	if own {
 		t.Skip("waits for a slice of the simulated GPUs the local control plane publishes")
 	}
-	t.Parallel()
 	const ns = "acc-workload"
 	status := []string{"phase", "reason", "claim", "node", "device"}
 	resource.Test(t, resource.TestCase{
@@ -127,8 +127,8 @@ func TestAccWorkload(t *testing.T) {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
 			},
 			{
-				Config: workloadConfig(ns, "deployment", "ollama/ollama:0.24.1", "8192"),
-				Check:  controllerImage(ns, "deployment", "ollama", "ollama/ollama:0.24.1"),
+				Config: workloadConfig(ns, "deployment", "ollama/ollama:0.23.0", "8192"),
+				Check:  controllerImage(ns, "deployment", "ollama", "ollama/ollama:0.23.0"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_workload.ollama", plancheck.ResourceActionUpdate)},
 					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
@@ -148,19 +148,19 @@ func TestAccWorkload(t *testing.T) {
 						t.Fatalf("edit Deployment: %v", err)
 					}
 				},
-				Config: workloadConfig(ns, "deployment", "ollama/ollama:0.24.1", "8192"),
-				Check:  controllerImage(ns, "deployment", "ollama", "ollama/ollama:0.24.1"),
+				Config: workloadConfig(ns, "deployment", "ollama/ollama:0.23.0", "8192"),
+				Check:  controllerImage(ns, "deployment", "ollama", "ollama/ollama:0.23.0"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{
 						plancheck.ExpectResourceAction("gpuslice_workload.ollama", plancheck.ResourceActionUpdate),
-						plancheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("container").AtMapKey("image"), knownvalue.StringExact("ollama/ollama:0.24.1")),
+						plancheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("container").AtMapKey("image"), knownvalue.StringExact("ollama/ollama:0.23.0")),
 					},
 					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
 				},
 			},
 			{
-				Config: workloadConfig(ns, "statefulset", "ollama/ollama:0.24.1", "8192"),
-				Check:  controllerImage(ns, "statefulset", "ollama", "ollama/ollama:0.24.1"),
+				Config: workloadConfig(ns, "statefulset", "ollama/ollama:0.23.0", "8192"),
+				Check:  controllerImage(ns, "statefulset", "ollama", "ollama/ollama:0.23.0"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_workload.ollama", plancheck.ResourceActionReplace)},
 					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
@@ -172,14 +172,26 @@ func TestAccWorkload(t *testing.T) {
 
 func TestAccWorkloadInvalid(t *testing.T) {
 	needCluster(t)
-	t.Parallel()
+	const ns = "acc-invalid"
+	full := workloadConfig(ns, "deployment", "ollama/ollama:0.24.0", "16384")
+	packageAndQuota := full[:strings.Index(full, `resource "gpuslice_workload"`)]
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: providers,
-		Steps: []resource.TestStep{{
-			// The engine's container check, on container.env at plan time.
-			Config:      regexp.MustCompile(`env            = \{[^}]*\}`).ReplaceAllString(workloadConfig("acc-invalid", "deployment", "ollama/ollama:0.24.0", ""), `env = { LD_PRELOAD = "/x.so" }`),
-			PlanOnly:    true,
-			ExpectError: regexp.MustCompile(`Reserved environment variable`),
-		}},
+		Steps: []resource.TestStep{
+			{Config: packageAndQuota},
+			{
+				// The engine's validation, on container.env, at plan time.
+				Config:      regexp.MustCompile(`env            = \{[^}]*\}`).ReplaceAllString(full, `env = { LD_PRELOAD = "/x.so" }`),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`Reserved environment variable`),
+			},
+			{
+				// The engine's plan-time check, knowing the package's GPU from
+				// the cluster: this Ollama release does not run on a V100.
+				Config:      strings.Replace(full, "ollama/ollama:0.24.0", "ollama/ollama:0.30.0", 1),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`Image does not run on this GPU`),
+			},
+		},
 	})
 }

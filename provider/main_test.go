@@ -23,6 +23,10 @@ import (
 // The acceptance tests run OpenTofu (bin/tofu) against the provider served
 // in-process, on the local control plane started once for the package — or
 // on the tester's own cluster when KUBE_CONFIG_PATH is set.
+//
+// They run one after another: every quota grants 0 slices of every package
+// in the cluster, so a package another test creates or deletes meanwhile is
+// (rightly) a change the quota's next plan shows.
 
 var (
 	kubeconfig string

@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -34,7 +35,7 @@ type clusterData struct {
 	// (e.g. its address is known only after apply).
 	engine  *engine.Engine
 	skipped string
-	models  tables.GPUModels
+	tables  *tables.Set
 }
 
 func (p *gpusliceProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -57,7 +58,17 @@ func (p *gpusliceProvider) Configure(ctx context.Context, req provider.Configure
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	data := &clusterData{models: tables.BuiltinGPUModels()}
+	files, unknownFiles := stringList(cfg.TableFiles)
+	if unknownFiles {
+		resp.Diagnostics.AddAttributeError(path.Root("table_files"), "Unknown table files", "table_files must be known when planning; use literal paths")
+		return
+	}
+	set, err := tables.Load(files...)
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("table_files"), "Invalid table file", err.Error())
+		return
+	}
+	data := &clusterData{tables: set}
 	var inventoryNamespace string
 	if !cfg.InventoryNamespace.IsNull() && !cfg.InventoryNamespace.IsUnknown() {
 		inventoryNamespace = cfg.InventoryNamespace.ValueString()
@@ -74,6 +85,7 @@ func (p *gpusliceProvider) Configure(ctx context.Context, req provider.Configure
 			resp.Diagnostics.AddError("Cannot connect to the cluster", err.Error()+"; check host, certificates and token")
 			return
 		}
+		e.Tables = set
 		data.engine = e
 	}
 	resp.ResourceData = data

@@ -109,7 +109,7 @@ func (r *gpusliceResource) decode(v cty.Value, diags *diag.Diagnostics) any {
 	if ds.HasErrors() {
 		return nil
 	}
-	engine.ResolveResource(target, r.data.models)
+	engine.ResolveResource(target, r.data.tables.GPUModels)
 	setAddress(target, engine.ResourceAddress(r.def.Type, config.ResourceID(target)))
 	return target
 }
@@ -137,22 +137,30 @@ func (r *gpusliceResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 
 	e := r.data.engine
 	var rc engine.ResourceContext
-	if e == nil {
-		resp.Diagnostics.AddWarning("Cluster checks skipped", r.data.skipped)
-	} else if rc, err = e.LoadResourceContext(ctx); err != nil {
-		resp.Diagnostics.AddWarning("Cluster checks skipped", fmt.Sprintf("cannot read the cluster: %v", err))
-		e = nil
+	skipped := r.data.skipped
+	if e != nil {
+		if rc, err = e.LoadResourceContext(ctx); err != nil {
+			skipped = fmt.Sprintf("the cluster could not be read (%v)", err)
+			e = nil
+		}
+	}
+	if _, isWorkload := target.(*spec.Workload); e == nil && !isWorkload {
+		// (The workload checks say it themselves, naming what they skip.)
+		resp.Diagnostics.AddWarning("Cluster checks skipped", skipped)
 	}
 	refs := referencedPackages(target)
-	ds := engine.ValidateResource(target, rc, r.data.models, refs...)
+	ds := engine.ValidateResource(target, rc, r.data.tables.GPUModels, refs...)
 	if e != nil {
 		ds = append(ds, missingPackages(target, rc)...)
+	}
+	if !ds.HasErrors() {
+		ds = append(ds, engine.CheckResource(ctx, e, target, rc, r.data.tables, skipped)...)
 	}
 	addDiagnostics(&resp.Diagnostics, ds)
 	if ds.HasErrors() || e == nil {
 		return
 	}
-	p, err := e.PlanResource(ctx, target, rc, r.data.models, plan.Options{})
+	p, err := e.PlanResource(ctx, target, rc, r.data.tables.GPUModels, plan.Options{})
 	if err != nil {
 		resp.Diagnostics.AddWarning("Cannot plan against the cluster", err.Error())
 		return
@@ -308,7 +316,7 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 		diags.AddError("Cannot read the cluster", err.Error())
 		return
 	}
-	p, err := e.PlanResource(ctx, target, rc, r.data.models, plan.Options{})
+	p, err := e.PlanResource(ctx, target, rc, r.data.tables.GPUModels, plan.Options{})
 	if err != nil {
 		diags.AddError("Cannot plan against the cluster", err.Error())
 		return
@@ -410,7 +418,7 @@ func (r *gpusliceResource) Read(ctx context.Context, req resource.ReadRequest, r
 		}
 		value = cty.ObjectVal(attrs)
 	}
-	engine.ResolveResource(live, r.data.models)
+	engine.ResolveResource(live, r.data.tables.GPUModels)
 	setAddress(live, engine.ResourceAddress(r.def.Type, id))
 	r.writeState(ctx, e, value, live, &resp.State, &resp.Diagnostics)
 }

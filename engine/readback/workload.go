@@ -17,13 +17,15 @@ import (
 
 // Workload reads the gpuslice_workload ns/name from its Deployment,
 // StatefulSet or Job, volume, Service and preload Job; nil when it is not
-// applied. wait_for and timeout, which only apply uses, come from prior
-// (else their defaults).
+// applied. wait_for and timeout, which only apply uses, and the model
+// block come from prior (else their defaults).
 func Workload(ctx context.Context, c kubernetes.Interface, ns, name string, prior *spec.Workload) (*spec.Workload, error) {
 	if prior == nil {
 		prior = &spec.Workload{WaitFor: spec.WaitReady, Timeout: "10m"}
 	}
-	w := &spec.Workload{Namespace: ns, Name: name, WaitFor: prior.WaitFor, Timeout: prior.Timeout, PreloadImage: prior.PreloadImage}
+	// The model block only feeds plan-time checks; nothing in the cluster
+	// records it.
+	w := &spec.Workload{Namespace: ns, Name: name, WaitFor: prior.WaitFor, Timeout: prior.Timeout, PreloadImage: prior.PreloadImage, Model: prior.Model}
 	if w.PreloadImage == "" {
 		w.PreloadImage = defaultPreloadImage
 	}
