@@ -16,7 +16,6 @@ import (
 
 	"github.com/gpuslice/gpuslice/acctest/cluster"
 	"github.com/gpuslice/gpuslice/acctest/clustertest"
-	"github.com/gpuslice/gpuslice/acctest/draproof"
 	"github.com/gpuslice/gpuslice/provider"
 )
 
@@ -34,6 +33,8 @@ var (
 	// own is true on the tester's cluster: tests that publish simulated GPUs
 	// are skipped there.
 	own bool
+	// testCluster is the local control plane (nil on the tester's cluster).
+	testCluster *cluster.Cluster
 )
 
 func TestMain(m *testing.M) {
@@ -42,15 +43,15 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(clustertest.Main(m, cluster.Options{}, func(c *cluster.Cluster) error {
 		ctx := context.Background()
+		kubeconfig, kube, testCluster = c.KubeconfigPath, c.Client(), c
 		for _, n := range []string{"gpu-node-1", "gpu-node-2"} {
 			if _, err := c.AddNode(ctx, cluster.NodeSpec{Name: n}); err != nil {
 				return err
 			}
-			if _, err := (&draproof.Proof{Client: c.Client(), Node: n}).PublishGPU(ctx, 25, 50, 100); err != nil {
+			if err := v100(n).publish(ctx); err != nil {
 				return err
 			}
 		}
-		kubeconfig, kube = c.KubeconfigPath, c.Client()
 		return setAccEnv()
 	}))
 }

@@ -101,5 +101,5 @@ func (p *gpusliceProvider) Resources(context.Context) []func() resource.Resource
 }
 
 func (p *gpusliceProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return nil
+	return []func() datasource.DataSource{newCapacityDataSource, newGPUsDataSource}
 }
