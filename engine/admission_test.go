@@ -10,9 +10,17 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
+	"github.com/gpuslice/gpuslice/acctest/cluster"
 	"github.com/gpuslice/gpuslice/engine/config"
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/engine/spec"
@@ -245,4 +253,91 @@ func exampleDirs(t *testing.T, root string) []string {
 		t.Fatal(err)
 	}
 	return dirs
+}
+
+// TestUpdatesInTenantNamespaces checks the update paths: relabelling a
+// claim to another package is refused, while the updates controllers make
+// (annotations, finalizers) pass — even on a claim of the wrong shape that
+// existed before its namespace became a tenant, whose deletion must never
+// be blocked. `kubectl debug` cannot add a privileged ephemeral container
+// to a tenant's pod.
+func TestUpdatesInTenantNamespaces(t *testing.T) {
+	a := admission(t)
+	_, cl := newEngine(t)
+	ctx := context.Background()
+	claims := cl.Client().ResourceV1().ResourceClaims(admissionTenant)
+	claim := &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "update-me", Labels: map[string]string{"gpuslice.dev/package": "adm-8gi"}},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+			Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "adm-8gi", Count: 1}}}}},
+	}
+	if _, err := claims.Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claims.Patch(ctx, "update-me", types.MergePatchType, []byte(`{"metadata":{"annotations":{"note":"x"},"finalizers":["example.com/keep"]}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("annotation and finalizer update refused: %v", err)
+	}
+	_, err := claims.Patch(ctx, "update-me", types.MergePatchType, []byte(`{"metadata":{"labels":{"gpuslice.dev/package":"adm-16gi"}}}`), metav1.PatchOptions{})
+	if policyDenial(err) != render.PolicyClaimShape || !strings.Contains(err.Error(), "is 'adm-16gi' but the claim requests class 'adm-8gi'") {
+		t.Errorf("relabelling to another package: want the claim-shape refusal, got %v", err)
+	}
+	if _, err := claims.Patch(ctx, "update-me", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("finalizer removal refused: %v", err)
+	}
+
+	// A claim with selectors made before its namespace became a tenant.
+	const legacy = "adm-legacy"
+	if _, err := cluster.CreateNamespace(ctx, cl.Client(), legacy, nil); err != nil {
+		t.Fatal(err)
+	}
+	old := claim.DeepCopy()
+	old.Name = "legacy"
+	old.Finalizers = []string{"example.com/keep"}
+	old.Spec.Devices.Requests[0].Exactly.Selectors = []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: "true"}}}
+	if _, err := cl.Client().ResourceV1().ResourceClaims(legacy).Create(ctx, old, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Client().CoreV1().Namespaces().Patch(ctx, legacy, types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"`+admissionTenantLabel+`":"true"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	selectors, err := readManifest("testdata/admission/hostile/claim-selectors.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Any gpuslice refusal (the grants policy finds no quota here) shows
+	// the policies now select the namespace.
+	for deadline := time.Now().Add(30 * time.Second); policyDenial(a.dryRun(ctx, legacy, selectors.obj)) == ""; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not become a tenant namespace for the policies within 30s", legacy)
+		}
+	}
+	if _, err := cl.Client().ResourceV1().ResourceClaims(legacy).Patch(ctx, "legacy", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("finalizer removal on a claim older than the tenant label refused: %v", err)
+	}
+
+	// kubectl debug on a running pod.
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "debug-me"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox:1.36",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}}}}},
+	}
+	pods := cl.Client().CoreV1().Pods(admissionTenant)
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The scheduler binds the pod meanwhile: retry on its conflicts.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		latest, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		latest.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: "debugger", Image: "busybox:1.36", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}
+		_, err = pods.UpdateEphemeralContainers(ctx, pod.Name, latest, metav1.UpdateOptions{})
+		return err
+	})
+	if policyDenial(err) != render.PolicySliceIsolation || !strings.Contains(err.Error(), "container debugger is privileged") {
+		t.Errorf("privileged ephemeral container: want the slice-isolation refusal, got %v", err)
+	}
 }
