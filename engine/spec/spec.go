@@ -68,6 +68,7 @@ type Workload struct {
 	Labels        map[string]string `json:"labels"`
 	Container     Container         `json:"container"`
 	ModelVolume   *ModelVolume      `json:"model_volume"`
+	Model         *Model            `json:"model"`
 	Expose        *Expose           `json:"expose"`
 	PreloadModels []string          `json:"preload_models"`
 	PreloadImage  string            `json:"preload_image"`
@@ -128,6 +129,13 @@ type ModelVolume struct {
 	MountPath    string `json:"mount_path"`
 	StorageClass string `json:"storage_class"`
 	AccessMode   string `json:"access_mode"`
+}
+
+// Model is the language model a workload serves, for the fit check.
+type Model struct {
+	Name          string `json:"name"`
+	ContextLength int64  `json:"context_length"`
+	KVCacheType   string `json:"kv_cache_type"`
 }
 
 // Expose is the workload's Service.

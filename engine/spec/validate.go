@@ -250,6 +250,19 @@ func (v *validator) workload(w *Workload, packages map[string]bool) {
 			v.errorf(a, "model_volume.access_mode", "Volume cannot be shared", "%d replicas of a deployment share one %s volume, which only one node can mount; use kind = \"statefulset\" (a volume per replica) or access_mode = \"ReadWriteMany\"", w.Replicas, mv.AccessMode)
 		}
 	}
+	if m := w.Model; m != nil {
+		if strings.TrimSpace(m.Name) == "" || strings.ContainsAny(m.Name, " \t\n") {
+			v.errorf(a, "model.name", "Invalid model name", "%q: use a model reference such as \"llama3.2:3b\"", m.Name)
+		}
+		if m.ContextLength < 0 {
+			v.errorf(a, "model.context_length", "Invalid context length", "%d: use a number of tokens such as 16384, or leave it unset", m.ContextLength)
+		}
+		switch m.KVCacheType {
+		case "", "f32", "f16", "q8_0", "q4_0":
+		default:
+			v.errorf(a, "model.kv_cache_type", "Invalid KV cache type", "%q: use f16, q8_0 or q4_0", m.KVCacheType)
+		}
+	}
 	if e := w.Expose; e != nil {
 		if e.Port < 1 || e.Port > 65535 {
 			v.errorf(a, "expose.port", "Invalid port", "%d is not a port between 1 and 65535", e.Port)
