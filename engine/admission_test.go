@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpuslice/gpuslice/acctest/cluster"
+	"github.com/gpuslice/gpuslice/acctest/draproof"
 	"github.com/gpuslice/gpuslice/engine/config"
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/engine/spec"
@@ -343,4 +344,70 @@ func TestUpdatesInTenantNamespaces(t *testing.T) {
 	if policyDenial(err) != render.PolicySliceIsolation || !strings.Contains(err.Error(), "container debugger is privileged") {
 		t.Errorf("privileged ephemeral container: want the slice-isolation refusal, got %v", err)
 	}
+}
+
+// TestExtendedResourcePodGetsItsSlices runs a pod asking for two slices of
+// a package by its extended resource name, on a node publishing simulated
+// T4 slices: the scheduler's own claim (unlabelled, count 2) passes the
+// policies, is charged to the quota's grant and allocated, and the pod is
+// bound.
+func TestExtendedResourcePodGetsItsSlices(t *testing.T) {
+	admission(t)
+	_, cl := newEngine(t)
+	ctx := context.Background()
+	const node = "adm-t4-node"
+	if _, err := cl.AddNode(ctx, cluster.NodeSpec{Name: node}); err != nil {
+		t.Fatal(err)
+	}
+	gpu := &draproof.Proof{Client: cl.Client(), Node: node, Model: "Tesla T4"}
+	if _, err := gpu.PublishGPU(ctx, 25); err != nil {
+		t.Fatal(err)
+	}
+	pods := cl.Client().CoreV1().Pods(admissionTenant)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "by-extended-resource"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox:1.36",
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+				Limits:   corev1.ResourceList{"gpuslice.dev/adm-t4": resource.MustParse("2")},
+			}}}},
+	}
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.NodeName != "" {
+			if p.Spec.NodeName != node {
+				t.Errorf("pod bound to %s, want %s", p.Spec.NodeName, node)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			events, _ := cl.Client().CoreV1().Events(admissionTenant).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod.Name})
+			var msgs []string
+			for _, ev := range events.Items {
+				msgs = append(msgs, ev.Reason+": "+ev.Message)
+			}
+			t.Fatalf("pod not bound within 60s; conditions %+v; events:\n%s", p.Status.Conditions, strings.Join(msgs, "\n"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	claims, err := cl.Client().ResourceV1().ResourceClaims(admissionTenant).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claims.Items {
+		if c.Annotations[resourcev1.ExtendedResourceClaimAnnotation] == "true" {
+			if c.Status.Allocation == nil || len(c.Status.Allocation.Devices.Results) != 2 {
+				t.Errorf("scheduler's claim %s not allocated two slices: %+v", c.Name, c.Status.Allocation)
+			}
+			return
+		}
+	}
+	t.Errorf("no claim made by the scheduler among %d claims", len(claims.Items))
 }
