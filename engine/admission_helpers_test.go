@@ -80,7 +80,9 @@ func admission(t *testing.T) *admissionEnv {
 				return
 			}
 		}
+		start := time.Now()
 		admissionErr = env.waitEnforced(ctx, admissionTenant, "testdata/admission/hostile")
+		t.Logf("all five policies enforced %s after the apply returned", time.Since(start).Round(time.Millisecond))
 		admissionSetup = env
 	})
 	if admissionErr != nil {
