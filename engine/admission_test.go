@@ -346,11 +346,12 @@ func TestUpdatesInTenantNamespaces(t *testing.T) {
 	}
 }
 
-// TestExtendedResourcePodGetsItsSlices runs a pod asking for two slices of
-// a package by its extended resource name, on a node publishing simulated
-// T4 slices: the scheduler's own claim (unlabelled, count 2) passes the
-// policies, is charged to the quota's grant and allocated, and the pod is
-// bound.
+// TestExtendedResourcePodGetsItsSlices runs pods asking for slices by
+// extended resource name on a node publishing simulated T4 slices. For a
+// package the namespace is not granted, the scheduler's claim is refused
+// and the pod's PodScheduled condition says so. For a granted one, asking
+// for two slices, the scheduler's own claim (unlabelled, count 2) passes
+// the policies and is allocated, and the pod is bound.
 func TestExtendedResourcePodGetsItsSlices(t *testing.T) {
 	admission(t)
 	_, cl := newEngine(t)
@@ -360,18 +361,46 @@ func TestExtendedResourcePodGetsItsSlices(t *testing.T) {
 		t.Fatal(err)
 	}
 	gpu := &draproof.Proof{Client: cl.Client(), Node: node, Model: "Tesla T4"}
-	if _, err := gpu.PublishGPU(ctx, 25); err != nil {
+	if _, err := gpu.PublishGPU(ctx, 25, 50); err != nil {
 		t.Fatal(err)
 	}
 	pods := cl.Client().CoreV1().Pods(admissionTenant)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "by-extended-resource"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox:1.36",
-			Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-				Limits:   corev1.ResourceList{"gpuslice.dev/adm-t4": resource.MustParse("2")},
-			}}}},
+	extendedPod := func(name string, resourceName corev1.ResourceName, n string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox:1.36",
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+					Limits:   corev1.ResourceList{resourceName: resource.MustParse(n)},
+				}}}},
+		}
 	}
+	// A package the namespace is not granted, by its implicit name: the
+	// scheduler's claim is refused and the pod says why.
+	ungranted := extendedPod("ungranted-extended-resource", "deviceclass.resource.kubernetes.io/adm-t4-half", "1")
+	if _, err := pods.Create(ctx, ungranted, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		p, err := pods.Get(ctx, ungranted.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.NodeName != "" {
+			t.Fatalf("pod asking for an ungranted package was bound to %s", p.Spec.NodeName)
+		}
+		if c := podCondition(p, corev1.PodScheduled); c != nil && strings.Contains(c.Message, "deviceClassName adm-t4-half is not granted to namespace "+admissionTenant) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod asking for an ungranted package does not say it is not granted: %+v", p.Status.Conditions)
+		}
+	}
+	if err := pods.Delete(ctx, ungranted.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	pod := extendedPod("by-extended-resource", "gpuslice.dev/adm-t4", "2")
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -410,4 +439,13 @@ func TestExtendedResourcePodGetsItsSlices(t *testing.T) {
 		}
 	}
 	t.Errorf("no claim made by the scheduler among %d claims", len(claims.Items))
+}
+
+func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == t {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
 }

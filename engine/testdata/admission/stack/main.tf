@@ -1,6 +1,6 @@
 # The stack the admission test applies with the engine: a platform with its
 # own tenant label (so the policies bind only the test's namespaces in the
-# control plane the engine tests share), four packages, and a quota that
+# control plane the engine tests share), five packages, and a quota that
 # grants three of them and names the tenant users.
 resource "gpuslice_platform" "this" {
   namespace    = "adm-platform"
@@ -32,6 +32,14 @@ resource "gpuslice_package" "t4" {
   gpu_model              = "Tesla T4"
   fraction               = 25
   extended_resource_name = "gpuslice.dev/adm-t4"
+}
+
+# Not granted to the tenant: a pod asking for it by its implicit extended
+# resource name (deviceclass.resource.kubernetes.io/adm-t4-half) waits.
+resource "gpuslice_package" "t4_half" {
+  name      = "adm-t4-half"
+  gpu_model = "Tesla T4"
+  fraction  = 50
 }
 
 resource "gpuslice_quota" "tenant" {
