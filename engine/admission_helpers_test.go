@@ -70,6 +70,9 @@ func admission(t *testing.T) *admissionEnv {
 			t.Fatal(diags.Err())
 		}
 		mustApply(t, e, c.Stack)
+		// The API server defaults fields of policies, bindings and roles;
+		// none of that may show as a change.
+		requireNoChanges(t, e, c.Stack)
 		cfg := cl.RESTConfig()
 		env := &admissionEnv{cfg: cfg, client: dynamic.NewForConfigOrDie(cfg),
 			mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(cfg)))}
