@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"github.com/gpuslice/gpuslice/acctest/cluster"
 	"github.com/gpuslice/gpuslice/acctest/draproof"
 	"github.com/gpuslice/gpuslice/engine/config"
+	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
@@ -448,4 +450,47 @@ func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition
 		}
 	}
 	return nil
+}
+
+// TestGrantFollowsTheQuota changes the tenant's quota to grant a package
+// it did not, and back: claims of it are admitted, then refused again, with
+// no change to the policies (they read the quota at admission time).
+func TestGrantFollowsTheQuota(t *testing.T) {
+	a := admission(t)
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	base, err := os.ReadFile("testdata/admission/stack/main.tf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := readManifest("testdata/admission/hostile/claim-class-granted-zero.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := strings.Replace(string(base), "(gpuslice_package.whole.name)  = 0", "(gpuslice_package.whole.name)  = 1", 1)
+	if granted == string(base) {
+		t.Fatal("the admission stack no longer grants adm-32gi 0 slices; update this test")
+	}
+	for _, step := range []struct {
+		hcl    string
+		refuse bool
+	}{{granted, false}, {string(base), true}} {
+		p := mustApply(t, e, loadStack(t, "admission", step.hcl))
+		for _, c := range p.Changes {
+			if strings.HasPrefix(c.Ref.Kind, "ValidatingAdmissionPolicy") && c.Action != plan.NoOp {
+				t.Errorf("changing a quota changed %s (%s)", c.Ref, c.Action)
+			}
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := a.dryRun(ctx, admissionTenant, whole.obj)
+			if (policyDenial(err) == render.PolicyClaimGrants) == step.refuse && (step.refuse || err == nil) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("quota grants adm-32gi = %v, but a claim of it answers %v", !step.refuse, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 }
