@@ -349,7 +349,7 @@ func TestUpdatesInTenantNamespaces(t *testing.T) {
 }
 
 // TestExtendedResourcePodGetsItsSlices runs pods asking for slices by
-// extended resource name on a node publishing simulated T4 slices. For a
+// extended resource name on a node publishing simulated L4 slices. For a
 // package the namespace is not granted, the scheduler's claim is refused
 // and the pod's PodScheduled condition says so. For a granted one, asking
 // for two slices, the scheduler's own claim (unlabelled, count 2) passes
@@ -358,11 +358,11 @@ func TestExtendedResourcePodGetsItsSlices(t *testing.T) {
 	admission(t)
 	_, cl := newEngine(t)
 	ctx := context.Background()
-	const node = "adm-t4-node"
+	const node = "adm-l4-node"
 	if _, err := cl.AddNode(ctx, cluster.NodeSpec{Name: node}); err != nil {
 		t.Fatal(err)
 	}
-	gpu := &draproof.Proof{Client: cl.Client(), Node: node, Model: "Tesla T4"}
+	gpu := &draproof.Proof{Client: cl.Client(), Node: node, Model: "NVIDIA L4"}
 	if _, err := gpu.PublishGPU(ctx, 25, 50); err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +379,7 @@ func TestExtendedResourcePodGetsItsSlices(t *testing.T) {
 	}
 	// A package the namespace is not granted, by its implicit name: the
 	// scheduler's claim is refused and the pod says why.
-	ungranted := extendedPod("ungranted-extended-resource", "deviceclass.resource.kubernetes.io/adm-t4-half", "1")
+	ungranted := extendedPod("ungranted-extended-resource", "deviceclass.resource.kubernetes.io/adm-l4-half", "1")
 	if _, err := pods.Create(ctx, ungranted, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +391,7 @@ func TestExtendedResourcePodGetsItsSlices(t *testing.T) {
 		if p.Spec.NodeName != "" {
 			t.Fatalf("pod asking for an ungranted package was bound to %s", p.Spec.NodeName)
 		}
-		if c := podCondition(p, corev1.PodScheduled); c != nil && strings.Contains(c.Message, "deviceClassName adm-t4-half is not granted to namespace "+admissionTenant) {
+		if c := podCondition(p, corev1.PodScheduled); c != nil && strings.Contains(c.Message, "deviceClassName adm-l4-half is not granted to namespace "+admissionTenant) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -402,7 +402,7 @@ func TestExtendedResourcePodGetsItsSlices(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pod := extendedPod("by-extended-resource", "gpuslice.dev/adm-t4", "2")
+	pod := extendedPod("by-extended-resource", "gpuslice.dev/adm-l4", "2")
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

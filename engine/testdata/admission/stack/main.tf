@@ -25,20 +25,20 @@ resource "gpuslice_package" "whole" {
   fraction  = 100
 }
 
-# Requested by pods as the extended resource gpuslice.dev/adm-t4; the
+# Requested by pods as the extended resource gpuslice.dev/adm-l4; the
 # scheduler makes the claim.
-resource "gpuslice_package" "t4" {
-  name                   = "adm-t4"
-  gpu_model              = "Tesla T4"
+resource "gpuslice_package" "l4" {
+  name                   = "adm-l4"
+  gpu_model              = "NVIDIA L4"
   fraction               = 25
-  extended_resource_name = "gpuslice.dev/adm-t4"
+  extended_resource_name = "gpuslice.dev/adm-l4"
 }
 
 # Not granted to the tenant: a pod asking for it by its implicit extended
-# resource name (deviceclass.resource.kubernetes.io/adm-t4-half) waits.
-resource "gpuslice_package" "t4_half" {
-  name      = "adm-t4-half"
-  gpu_model = "Tesla T4"
+# resource name (deviceclass.resource.kubernetes.io/adm-l4-half) waits.
+resource "gpuslice_package" "l4_half" {
+  name      = "adm-l4-half"
+  gpu_model = "NVIDIA L4"
   fraction  = 50
 }
 
@@ -48,7 +48,7 @@ resource "gpuslice_quota" "tenant" {
     (gpuslice_package.small.name)  = 2
     (gpuslice_package.medium.name) = 1
     (gpuslice_package.whole.name)  = 0
-    (gpuslice_package.t4.name)     = 2
+    (gpuslice_package.l4.name)     = 2
   }
   cpu_requests    = "8"
   memory_requests = "32Gi"
