@@ -71,6 +71,7 @@ func Validate(s *Stack, models tables.GPUModels, extraPackages ...string) diag.D
 	quotaNS := map[string]string{}
 	for _, q := range s.Quotas {
 		v.quota(q, packages)
+		v.notSystemNamespace(q, s.Platform)
 		if prev, dup := quotaNS[q.Namespace]; dup {
 			v.errorf(q.Address, "namespace", "Duplicate quota", "namespace %q already has a quota in %s; merge the two", q.Namespace, prev)
 		}
@@ -184,6 +185,18 @@ func (v *validator) quota(q *Quota, packages map[string]bool) {
 	}
 	v.subjects(q.Address, "tenant_users", q.TenantUsers)
 	v.subjects(q.Address, "tenant_groups", q.TenantGroups)
+}
+
+// notSystemNamespace refuses a quota on a namespace that must never be a
+// tenant: the admission policies would refuse what runs there (the node
+// plugin needs host paths and privileges; so do cluster components).
+func (v *validator) notSystemNamespace(q *Quota, p *Platform) {
+	switch {
+	case p != nil && q.Namespace == p.Namespace:
+		v.errorf(q.Address, "namespace", "Platform namespace as tenant", "%q is the gpuslice_platform namespace, where the node plugin runs with host paths and privileges the tenant policies refuse; give the tenant a namespace of its own", q.Namespace)
+	case strings.HasPrefix(q.Namespace, "kube-"):
+		v.errorf(q.Address, "namespace", "System namespace as tenant", "%q holds Kubernetes' own components, which the tenant policies would refuse; give the tenant a namespace of its own", q.Namespace)
+	}
 }
 
 // subjects checks user or group names for the tenant RoleBinding: the API
