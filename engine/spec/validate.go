@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/diag"
 	"github.com/gpuslice/gpuslice/schemas/tables"
 )
@@ -215,16 +216,6 @@ func (v *validator) subjects(addr, attr string, names []string) {
 	}
 }
 
-// shimEnv are environment variables a workload may not set: the node plugin
-// sets them to enforce the slice, and the admission policies refuse them.
-func shimEnv(name string) bool {
-	switch name {
-	case "LD_PRELOAD", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_MPS_PIPE_DIRECTORY":
-		return true
-	}
-	return strings.HasPrefix(name, "GPUSLICE_")
-}
-
 func (v *validator) workload(w *Workload, packages map[string]bool) {
 	a := w.Address
 	v.dnsLabel(a, "namespace", w.Namespace, "namespace")
@@ -318,7 +309,7 @@ func (v *validator) container(a string, c *Container) {
 		attr := fmt.Sprintf("container.env[%q]", name)
 		if errs := validation.IsEnvVarName(name); len(errs) > 0 {
 			v.errorf(a, attr, "Invalid environment variable name", "%q: %s", name, strings.Join(errs, "; "))
-		} else if shimEnv(name) {
+		} else if contract.ReservedEnv(name) {
 			v.errorf(a, attr, "Reserved environment variable", "%s is set by the gpuslice node plugin to enforce the slice and cannot be overridden; remove it", name)
 		}
 	}
