@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/gpuslice/gpuslice/engine/apply"
+	"github.com/gpuslice/gpuslice/engine/checks"
+	"github.com/gpuslice/gpuslice/engine/diag"
 	"github.com/gpuslice/gpuslice/engine/inventory"
 	"github.com/gpuslice/gpuslice/engine/kube"
 	"github.com/gpuslice/gpuslice/engine/objects"
@@ -21,12 +23,15 @@ import (
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/engine/spec"
 	"github.com/gpuslice/gpuslice/engine/status"
+	"github.com/gpuslice/gpuslice/schemas/tables"
 )
 
 // Engine talks to one cluster.
 type Engine struct {
 	Clients   *kube.Clients
 	Inventory inventory.Store
+	// Tables are the data tables the plan-time checks read.
+	Tables *tables.Set
 }
 
 // New connects to the cluster of cfg. inventoryNamespace holds the stacks'
@@ -39,16 +44,37 @@ func New(cfg *rest.Config, inventoryNamespace string) (*Engine, error) {
 	if inventoryNamespace == "" {
 		inventoryNamespace = inventory.DefaultNamespace
 	}
-	return &Engine{Clients: clients, Inventory: inventory.Store{Client: clients.Typed, Namespace: inventoryNamespace}}, nil
+	return &Engine{Clients: clients, Inventory: inventory.Store{Client: clients.Typed, Namespace: inventoryNamespace}, Tables: tables.Builtin()}, nil
 }
 
-// Plan renders the stack and compares it with the cluster.
+// Plan renders the stack, compares it with the cluster and runs the
+// plan-time checks; their errors stop apply like any other.
 func (e *Engine) Plan(ctx context.Context, s *spec.Stack, opts plan.Options) (*plan.Plan, error) {
 	objs, err := render.Stack(s)
 	if err != nil {
 		return nil, err
 	}
-	return e.planObjects(ctx, s.Name, objs, opts)
+	p, err := e.planObjects(ctx, s.Name, objs, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.Diagnostics = append(p.Diagnostics, e.Check(ctx, s)...)
+	return p, nil
+}
+
+// Check runs the plan-time checks with what the cluster says now. When the
+// cluster cannot be asked, the checks that need it are skipped with a
+// warning saying why.
+func (e *Engine) Check(ctx context.Context, s *spec.Stack) diag.Diagnostics {
+	t := e.Tables
+	if t == nil {
+		t = tables.Builtin()
+	}
+	facts, err := checks.Gather(ctx, e.Clients.Typed, s)
+	if err != nil {
+		return checks.Run(s, t, nil, fmt.Sprintf("reading the cluster failed (%v)", err))
+	}
+	return checks.Run(s, t, facts, "")
 }
 
 // PlanDestroy plans removing everything the stack applied.

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/gpuslice/gpuslice/acctest/draproof"
+	"github.com/gpuslice/gpuslice/engine/apply"
+	"github.com/gpuslice/gpuslice/engine/diag"
+	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/status"
 )
 
@@ -69,7 +72,25 @@ func TestStatusReasonsFromTheCluster(t *testing.T) {
 			workloadHCL("second", "whole", 1, "500m")+ // the one whole GPU
 			workloadHCL("pair", "half", 2, "100m")+ // quota grants one 50 % slice
 			workloadHCL("greedy", "half", 1, "4"))) // more CPU than the namespace has
-	mustApply(t, e, s)
+	p, err := e.Plan(ctx, s, plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The plan-time quota check refuses greedy. Its status must still say
+	// why when the quota fills between plan and apply (another team's pods
+	// start), so the objects are applied regardless.
+	var errs []string
+	for _, d := range p.Diagnostics {
+		if d.Severity == diag.Error {
+			errs = append(errs, d.Address+"."+d.Attribute+": "+d.Summary)
+		}
+	}
+	if len(errs) != 1 || errs[0] != "gpuslice_workload.greedy.container.cpu_request: Not enough quota" {
+		t.Fatalf("plan errors = %q, want greedy's quota refused", errs)
+	}
+	if err := apply.Run(ctx, e.Clients.Dynamic, e.Inventory, p, apply.Options{}); err != nil {
+		t.Fatal(err)
+	}
 
 	waitFor := func(addr string, want status.Reason) status.Status {
 		t.Helper()
@@ -129,7 +150,7 @@ func TestStatusReasonsFromTheCluster(t *testing.T) {
 
 	// Apply's wait: "scheduled" is reached for the winner; the waiter
 	// times out with its reason.
-	_, err := e.Wait(ctx, s.Workloads[:2], nil)
+	_, err = e.Wait(ctx, s.Workloads[:2], nil)
 	if err == nil || !strings.Contains(err.Error(), waiter+": Pending (WaitingForSlice)") || strings.Contains(err.Error(), winner) {
 		t.Fatalf("wait error = %v, want only %s, waiting for a slice", err, waiter)
 	}

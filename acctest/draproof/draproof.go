@@ -212,6 +212,8 @@ func (p *Proof) PublishGPU(ctx context.Context, fractions ...int) ([]*resourcev1
 				Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
 					contract.AttrModel:    {StringValue: ptr.To(p.model())},
 					contract.AttrFraction: {IntValue: ptr.To(int64(f))},
+					// Every V100 is Volta.
+					contract.AttrComputeCapability: {VersionValue: ptr.To("7.0.0")},
 				},
 				Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
 					contract.CapacityMemory: {Value: *memory}, contract.CapacityCompute: {Value: *compute},

@@ -34,7 +34,7 @@ func newApplyCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := e.Plan(cmd.Context(), c.Stack, plan.Options{Adopt: adopt})
+			p, err := planStack(cmd.Context(), e, c, plan.Options{Adopt: adopt})
 			if err != nil {
 				return err
 			}

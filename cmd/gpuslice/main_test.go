@@ -1,12 +1,22 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpuslice/gpuslice/acctest/cluster"
 	"github.com/gpuslice/gpuslice/acctest/clustertest"
@@ -78,6 +88,43 @@ func TestValidateNeedsNoCluster(t *testing.T) {
 	}
 }
 
+// The plan-time checks that need no cluster run in validate, with the
+// error on the attribute in the file, and a table file of the user's own
+// teaches them a model.
+func TestValidateRunsTheChecks(t *testing.T) {
+	dir := t.TempDir()
+	workload := cliConfig + `
+resource "gpuslice_workload" "llm" {
+  namespace      = gpuslice_quota.q.namespace
+  name           = "llm"
+  package        = gpuslice_package.small.name
+  preload_models = ["our-model:3b"]
+  expose { port = 11434 }
+  container {
+    image          = "ollama/ollama:0.24.0"
+    env            = { OLLAMA_CONTEXT_LENGTH = "131072" }
+    memory_request = "2Gi"
+    memory_limit   = "4Gi"
+  }
+  model_volume {
+    size       = "20Gi"
+    mount_path = "/root/.ollama"
+  }
+}
+`
+	os.WriteFile(filepath.Join(dir, "main.tf"), []byte(workload), 0o644)
+	out, code := run(t, nil, "validate", dir)
+	if code != 0 || !strings.Contains(out, `main.tf:25:21: gpuslice_workload.llm.preload_models[0]: Model not known: "our-model:3b" has no row in the model table`) {
+		t.Fatalf("unknown model: exit %d\n%s", code, out)
+	}
+	table := filepath.Join(t.TempDir(), "ours.yaml")
+	os.WriteFile(table, []byte("version: 1\nllms:\n  - {name: \"our-model:3b\", weights_mib: 2000, layers: 28, kv_heads: 8, head_dim: 128}\n"), 0o644)
+	out, code = run(t, nil, "validate", dir, "-table", table)
+	if code != 1 || !strings.Contains(out, `main.tf:29:24: gpuslice_workload.llm.container.env["OLLAMA_CONTEXT_LENGTH"]: Model does not fit the slice: our-model:3b needs about 16.4 GiB`) {
+		t.Fatalf("context too long: exit %d\n%s", code, out)
+	}
+}
+
 func TestPlanApplyStatusAgainstACluster(t *testing.T) {
 	c := clustertest.Shared(t)
 	env := []string{"KUBECONFIG=" + c.KubeconfigPath}
@@ -138,4 +185,75 @@ func TestPlanApplyStatusAgainstACluster(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "Destroy complete") || !strings.Contains(out, "1 released") {
 		t.Fatalf("destroy: exit %d\n%s", code, out)
 	}
+}
+
+// reconcile is the GitOps loop: it applies the directory, reverts an edit
+// made behind its back, picks up a change to the files, and stops cleanly on
+// SIGTERM.
+func TestReconcileCorrectsDrift(t *testing.T) {
+	c := clustertest.Shared(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "main.tf"), []byte(strings.ReplaceAll(cliConfig, "cli", "gitops")), 0o644)
+	cmd := exec.Command(gpusliceBin, "reconcile", dir, "-stack", "gitops", "-interval", "500ms")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	quotas := c.Client().CoreV1().ResourceQuotas("gitops")
+	slices := corev1.ResourceName("gitops-8gi.deviceclass.resource.k8s.io/devices")
+	waitHard := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			q, err := quotas.Get(context.Background(), "gpuslice", metav1.GetOptions{})
+			if err == nil && q.Spec.Hard.Name(slices, resource.DecimalSI).String() == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("quota slices never became %s (%v)\n%s", want, err, out.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitHard("1")
+
+	// Someone edits the quota by hand: the next round puts it back.
+	patch := []byte(`{"spec":{"hard":{"gitops-8gi.deviceclass.resource.k8s.io/devices":"9"}}}`)
+	if _, err := quotas.Patch(context.Background(), "gpuslice", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitHard("1")
+	// The Git sync writes a new version of the files.
+	os.WriteFile(filepath.Join(dir, "main.tf"), []byte(strings.Replace(strings.ReplaceAll(cliConfig, "cli", "gitops"), "default = 1", "default = 2", 1)), 0o644)
+	waitHard("2")
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("reconcile after SIGTERM: %v\n%s", err, out.String())
+	}
+	if n := strings.Count(out.String(), "stack gitops: reconciled"); n < 3 {
+		t.Errorf("want at least 3 reconciled rounds (create, revert, change), got %d:\n%s", n, out.String())
+	}
+	run(t, []string{"KUBECONFIG=" + c.KubeconfigPath}, "destroy", dir, "-stack", "gitops", "-auto-approve")
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the process writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

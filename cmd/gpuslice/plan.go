@@ -31,7 +31,7 @@ func newPlanCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := e.Plan(cmd.Context(), c.Stack, plan.Options{Adopt: adopt})
+			p, err := planStack(cmd.Context(), e, c, plan.Options{Adopt: adopt})
 			if err != nil {
 				return err
 			}

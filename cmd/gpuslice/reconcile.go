@@ -36,7 +36,8 @@ func newReconcileCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				p, err := e.Plan(ctx, c.Stack, plan.Options{})
+				e.Tables = f.tableSet
+				p, err := planStack(ctx, e, c, plan.Options{})
 				if err != nil {
 					return err
 				}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine/config"
 	"github.com/gpuslice/gpuslice/engine/diag"
 	"github.com/gpuslice/gpuslice/engine/kube"
+	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/schemas/tables"
 )
 
@@ -21,7 +23,8 @@ type stackFlags struct {
 	stack      string
 	vars       []string
 	varFiles   []string
-	gpuModels  []string
+	tables     []string
+	tableSet   *tables.Set
 	kubeconfig string
 	context    string
 	invNS      string
@@ -32,7 +35,7 @@ func (f *stackFlags) register(cmd *cobra.Command, cluster bool) {
 	fl.StringVar(&f.stack, "stack", "", "stack name: what the inventory of applied objects is called (default: the directory's name)")
 	fl.StringArrayVar(&f.vars, "var", nil, "set a variable: -var 'name=value' (repeatable)")
 	fl.StringArrayVar(&f.varFiles, "var-file", nil, "read variables from a .tfvars file (repeatable)")
-	fl.StringArrayVar(&f.gpuModels, "gpu-models", nil, "extra GPU model table (YAML, the format of schemas/tables/gpu-models.yaml; repeatable)")
+	fl.StringArrayVar(&f.tables, "table", nil, "a table file of your own extending the built-in GPU model, image, model and runtime tables (YAML, the format of schemas/tables; repeatable)")
 	if cluster {
 		fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
 		fl.StringVar(&f.context, "context", "", "kubeconfig context (default: the current one)")
@@ -50,11 +53,12 @@ func dirArg(args []string) string {
 // load reads and validates the configuration, printing diagnostics; it
 // fails when any is an error.
 func (f *stackFlags) load(w io.Writer, dir string) (*config.Config, error) {
-	models, err := tables.LoadGPUModels(f.gpuModels...)
+	set, err := tables.Load(f.tables...)
 	if err != nil {
 		return nil, err
 	}
-	c, diags := config.Load(dir, config.Options{Stack: f.stack, VarOptions: config.VarOptions{Vars: f.vars, VarFiles: f.varFiles}, GPUModels: models})
+	f.tableSet = set
+	c, diags := config.Load(dir, config.Options{Stack: f.stack, VarOptions: config.VarOptions{Vars: f.vars, VarFiles: f.varFiles}, GPUModels: set.GPUModels})
 	printDiags(w, diags)
 	if diags.HasErrors() {
 		return nil, errReported
@@ -67,7 +71,25 @@ func (f *stackFlags) engine() (*engine.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return engine.New(cfg, f.invNS)
+	e, err := engine.New(cfg, f.invNS)
+	if err != nil {
+		return nil, err
+	}
+	e.Tables = f.tableSet
+	return e, nil
+}
+
+// planStack plans the configuration and places the plan's diagnostics (ownership,
+// plan-time checks) in the files.
+func planStack(ctx context.Context, e *engine.Engine, c *config.Config, opts plan.Options) (*plan.Plan, error) {
+	p, err := e.Plan(ctx, c.Stack, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i, d := range p.Diagnostics {
+		p.Diagnostics[i] = c.Locate(d)
+	}
+	return p, nil
 }
 
 // errReported means the problem was already printed; main only sets the

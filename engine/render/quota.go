@@ -34,10 +34,27 @@ func (r renderer) quota(q *spec.Quota) ([]objects.Object, error) {
 		return nil, err
 	}
 
+	hard := QuotaHard(r.stack, q)
+	rq, err := object(q.Address, &corev1.ResourceQuota{
+		ObjectMeta: r.meta(q.Address, q.Namespace, QuotaName, nil),
+		Spec:       corev1.ResourceQuotaSpec{Hard: hard},
+	}, "v1", "ResourceQuota")
+	if err != nil {
+		return nil, err
+	}
+	binding, err := r.tenantRoleBinding(q)
+	if err != nil {
+		return nil, err
+	}
+	return append([]objects.Object{nsObj, rq}, binding...), nil
+}
+
+// QuotaHard is the ResourceQuota's hard limits for a quota of the stack.
+func QuotaHard(s *spec.Stack, q *spec.Quota) corev1.ResourceList {
 	hard := corev1.ResourceList{}
 	// Every package of the stack gets an entry, 0 unless granted: a class
 	// missing from a quota would be unlimited.
-	for _, p := range r.stack.Packages {
+	for _, p := range s.Packages {
 		hard[DeviceQuotaResource(p.Name)] = *resource.NewQuantity(0, resource.DecimalSI)
 	}
 	for name, n := range q.Slices {
@@ -54,12 +71,5 @@ func (r renderer) quota(q *spec.Quota) ([]objects.Object, error) {
 	if q.MaxClaims != nil {
 		hard[ClaimCountResource] = *resource.NewQuantity(*q.MaxClaims, resource.DecimalSI)
 	}
-	rq, err := object(q.Address, &corev1.ResourceQuota{
-		ObjectMeta: r.meta(q.Address, q.Namespace, QuotaName, nil),
-		Spec:       corev1.ResourceQuotaSpec{Hard: hard},
-	}, "v1", "ResourceQuota")
-	if err != nil {
-		return nil, err
-	}
-	return []objects.Object{nsObj, rq}, nil
+	return hard
 }

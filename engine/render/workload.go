@@ -266,17 +266,22 @@ func (r renderer) preloadJob(w *spec.Workload) *batchv1.Job {
 					EnableServiceLinks: ptr.To(false),
 					Containers: []corev1.Container{{
 						Name: "preload", Image: w.PreloadImage,
-						Command: []string{"sh", "-c", script.String()},
-						// A namespace quota on CPU and memory refuses pods without
-						// requests; pulling needs little of either.
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-						},
+						Command:   []string{"sh", "-c", script.String()},
+						Resources: PreloadResources(),
 					}},
 				},
 			},
 		},
+	}
+}
+
+// PreloadResources are the preload Job's requests and limits. A namespace
+// quota on CPU and memory refuses pods without requests; pulling needs little
+// of either. The quota check counts them too.
+func PreloadResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 	}
 }
 

@@ -49,6 +49,8 @@ var Quota = Resource{
 		str("cpu_limits", "Pooled `limits.cpu`."),
 		str("memory_limits", "Pooled `limits.memory`."),
 		{Name: "max_claims", Type: cty.Number, Description: "Maximum number of ResourceClaims in the namespace (`count/resourceclaims.resource.k8s.io`)."},
+		{Name: "tenant_users", Type: cty.List(cty.String), Description: "Users granted the platform's `gpuslice-tenant` role in the namespace (a RoleBinding): run workloads and claim slices, but not change quotas, device classes or admission policies."},
+		{Name: "tenant_groups", Type: cty.List(cty.String), Description: "Groups granted the `gpuslice-tenant` role in the namespace, e.g. `team-a` or `system:serviceaccounts:team-a`."},
 	}},
 }
 
@@ -119,6 +121,15 @@ var Workload = Resource{
 					required(str("mount_path", "Where the runtime keeps its models, e.g. `/root/.ollama`.")),
 					str("storage_class", "StorageClass; empty uses the cluster default."),
 					strDefault("access_mode", "ReadWriteOnce", "`ReadWriteOnce`, `ReadWriteMany` or `ReadWriteOncePod`."),
+				},
+			},
+			{
+				Name: "model", Nesting: NestingSingle,
+				Description: "The language model the workload serves. Plan checks that its weights, KV cache and the runtime's overhead fit the slice, and that the context is what you meant.",
+				Attributes: []Attribute{
+					required(str("name", "Model reference as the runtime pulls it, e.g. `llama3.2:3b` (rows in schemas/tables/llms.yaml, or a table file of your own).")),
+					{Name: "context_length", Type: cty.Number, Description: "Context window in tokens. Unset: the runtime's variable (e.g. `OLLAMA_CONTEXT_LENGTH` in `container.env`) or its default (Ollama: 4096). Set it to the same value as that variable."},
+					str("kv_cache_type", "KV cache element type: `f16`, `q8_0` or `q4_0`. Unset: the runtime's variable (`OLLAMA_KV_CACHE_TYPE`) or its default (f16)."),
 				},
 			},
 			{

@@ -53,6 +53,8 @@ type Quota struct {
 	CPULimits      string           `json:"cpu_limits"`
 	MemoryLimits   string           `json:"memory_limits"`
 	MaxClaims      *int64           `json:"max_claims"`
+	TenantUsers    []string         `json:"tenant_users"`
+	TenantGroups   []string         `json:"tenant_groups"`
 }
 
 // Workload is gpuslice_workload.
@@ -66,6 +68,7 @@ type Workload struct {
 	Labels        map[string]string `json:"labels"`
 	Container     Container         `json:"container"`
 	ModelVolume   *ModelVolume      `json:"model_volume"`
+	Model         *Model            `json:"model"`
 	Expose        *Expose           `json:"expose"`
 	PreloadModels []string          `json:"preload_models"`
 	PreloadImage  string            `json:"preload_image"`
@@ -126,6 +129,13 @@ type ModelVolume struct {
 	MountPath    string `json:"mount_path"`
 	StorageClass string `json:"storage_class"`
 	AccessMode   string `json:"access_mode"`
+}
+
+// Model is the language model a workload serves, for the fit check.
+type Model struct {
+	Name          string `json:"name"`
+	ContextLength int64  `json:"context_length"`
+	KVCacheType   string `json:"kv_cache_type"`
 }
 
 // Expose is the workload's Service.

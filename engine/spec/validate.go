@@ -182,6 +182,24 @@ func (v *validator) quota(q *Quota, packages map[string]bool) {
 	if q.MaxClaims != nil && *q.MaxClaims < 0 {
 		v.errorf(q.Address, "max_claims", "Negative claim count", "%d: use 0 or more", *q.MaxClaims)
 	}
+	v.subjects(q.Address, "tenant_users", q.TenantUsers)
+	v.subjects(q.Address, "tenant_groups", q.TenantGroups)
+}
+
+// subjects checks user or group names for the tenant RoleBinding: the API
+// server accepts any non-empty name, so only blanks and repeats are caught.
+func (v *validator) subjects(addr, attr string, names []string) {
+	seen := map[string]bool{}
+	for i, name := range names {
+		at := fmt.Sprintf("%s[%d]", attr, i)
+		switch {
+		case strings.TrimSpace(name) == "":
+			v.errorf(addr, at, "Empty name", "%s lists an empty name; remove it or write the user or group as your cluster's authentication reports it", attr)
+		case seen[name]:
+			v.errorf(addr, at, "Duplicate name", "%q is listed twice in %s", name, attr)
+		}
+		seen[name] = true
+	}
 }
 
 // shimEnv are environment variables a workload may not set: the node plugin
@@ -230,6 +248,19 @@ func (v *validator) workload(w *Workload, packages map[string]bool) {
 		}
 		if w.Kind == KindDeployment && w.Replicas > 1 && mv.AccessMode != "ReadWriteMany" {
 			v.errorf(a, "model_volume.access_mode", "Volume cannot be shared", "%d replicas of a deployment share one %s volume, which only one node can mount; use kind = \"statefulset\" (a volume per replica) or access_mode = \"ReadWriteMany\"", w.Replicas, mv.AccessMode)
+		}
+	}
+	if m := w.Model; m != nil {
+		if strings.TrimSpace(m.Name) == "" || strings.ContainsAny(m.Name, " \t\n") {
+			v.errorf(a, "model.name", "Invalid model name", "%q: use a model reference such as \"llama3.2:3b\"", m.Name)
+		}
+		if m.ContextLength < 0 {
+			v.errorf(a, "model.context_length", "Invalid context length", "%d: use a number of tokens such as 16384, or leave it unset", m.ContextLength)
+		}
+		switch m.KVCacheType {
+		case "", "f32", "f16", "q8_0", "q4_0":
+		default:
+			v.errorf(a, "model.kv_cache_type", "Invalid KV cache type", "%q: use f16, q8_0 or q4_0", m.KVCacheType)
 		}
 	}
 	if e := w.Expose; e != nil {

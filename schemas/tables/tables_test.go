@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/go-version"
 )
 
 func TestBuiltinGPUModels(t *testing.T) {
@@ -14,26 +16,98 @@ func TestBuiltinGPUModels(t *testing.T) {
 	}
 }
 
-func TestLoadGPUModelsExtendsAndRejects(t *testing.T) {
-	dir := t.TempDir()
-	good := filepath.Join(dir, "mine.yaml")
-	os.WriteFile(good, []byte("version: 1\nmodels:\n  - name: My GPU\n    memory_mib: 1024\n    compute_capability: \"8.6\"\n    architecture: Ampere\n"), 0o644)
-	table, err := LoadGPUModels(good)
+func writeFile(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadExtendsAndRejects(t *testing.T) {
+	good := writeFile(t, "mine.yaml", `version: 1
+gpu_models:
+  - name: My GPU
+    memory_mib: 1024
+    compute_capability: "8.6"
+    architecture: Ampere
+llms:
+  - {name: tiny:1b, weights_mib: 700, layers: 16, kv_heads: 4, head_dim: 64}
+images:
+  - repository: ollama/ollama
+    rules:
+      - {versions: ">= 0", min_compute_capability: "9.0"}
+`)
+	s, err := Load(good)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if table["My GPU"].MemoryMiB != 1024 || table["Tesla V100-PCIE-32GB"].MemoryMiB != 32768 {
-		t.Fatalf("merged table wrong: %+v", table["My GPU"])
+	if s.GPUModels["My GPU"].MemoryMiB != 1024 || s.GPUModels["Tesla V100-PCIE-32GB"].MemoryMiB != 32768 {
+		t.Fatalf("merged GPU table wrong: %+v", s.GPUModels["My GPU"])
+	}
+	if s.LLMs["tiny:1b"].Layers != 16 || s.LLMs["llama3.2:3b"].Layers != 28 {
+		t.Fatalf("merged LLM table wrong: %+v", s.LLMs)
+	}
+	if _, rule, _ := s.Images["ollama/ollama"].Match("0.24.0"); rule.MinComputeCapability != "9.0" {
+		t.Fatalf("a user's row must replace the built-in one, got %+v", rule)
 	}
 
-	bad := filepath.Join(dir, "bad.yaml")
-	os.WriteFile(bad, []byte("version: 1\nmodels:\n  - name: X\n    memory_mb: 3\n"), 0o644)
-	if _, err := LoadGPUModels(bad); err == nil || !strings.Contains(err.Error(), "bad.yaml") || !strings.Contains(err.Error(), "memory_mb") {
-		t.Fatalf("unknown field: err = %v, want the file and field named", err)
+	for _, c := range []struct{ body, want string }{
+		{"version: 1\ngpu_models:\n  - name: X\n    memory_mb: 3\n", "memory_mb"},
+		{"version: 2\ngpu_models: []\n", "version 2 is not supported"},
+		{"version: 1\nmodels: []\n", "the sections are gpu_models, images, llms, runtimes"},
+		{"version: 1\nimages:\n  - repository: x/y\n    rules:\n      - {versions: \"<<1\", min_compute_capability: \"7.0\"}\n", "rules[0].versions"},
+		{"version: 1\nimages:\n  - repository: x/y\n    version_from_tag: \"abc\"\n", "first group is the version"},
+		{"version: 1\nllms:\n  - {name: m, weights_mib: 0, layers: 1, kv_heads: 1, head_dim: 1}\n", "llms[0] (m)"},
+		{"version: 1\nruntimes:\n  - {name: r, images: [a/b], memory_floor: lots}\n", "memory_floor"},
+	} {
+		bad := writeFile(t, "bad.yaml", c.body)
+		if _, err := Load(bad); err == nil || !strings.Contains(err.Error(), "bad.yaml") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: err = %v, want the file and %q named", c.body, err, c.want)
+		}
 	}
-	v2 := filepath.Join(dir, "v2.yaml")
-	os.WriteFile(v2, []byte("version: 2\nmodels: []\n"), 0o644)
-	if _, err := LoadGPUModels(v2); err == nil || !strings.Contains(err.Error(), "version 2 is not supported") {
-		t.Fatalf("future version: err = %v", err)
+}
+
+func TestImageRules(t *testing.T) {
+	s := Builtin()
+	volta := version.Must(version.NewVersion("7.0"))
+	for _, c := range []struct {
+		repo, tag string
+		known     bool
+		runs      bool
+	}{
+		{"ollama/ollama", "0.24.0", true, true},
+		{"ollama/ollama", "0.23.1", true, true},
+		{"ollama/ollama", "v0.24.0", true, true},
+		{"ollama/ollama", "0.24.1", true, false},
+		{"ollama/ollama", "0.30.0-rocm", true, false},
+		{"ollama/ollama", "latest", false, false},
+		{"nvidia/cuda", "13.0.1-runtime-ubuntu24.04", true, false},
+		{"nvidia/cuda", "12.6.3-runtime-ubuntu22.04", true, true},
+		{"pytorch/pytorch", "2.11.0-cuda12.8-cudnn9-runtime", true, false},
+		{"pytorch/pytorch", "2.5.1-cuda12.4-cudnn9-runtime", true, true},
+		{"vllm/vllm-openai", "v0.10.1", true, false},
+		{"vllm/vllm-openai", "v0.8.5", false, false},
+	} {
+		_, rule, ok := s.Images[c.repo].Match(c.tag)
+		if ok != c.known || (ok && rule.RunsOn(volta) != c.runs) {
+			t.Errorf("%s:%s: known %v runs %v; want %v %v", c.repo, c.tag, ok, ok && rule.RunsOn(volta), c.known, c.runs)
+		}
+	}
+}
+
+// The KV cache of llama3.2:3b at 16384 tokens in f16 is 2 × 28 × 8 × 128 ×
+// 16384 × 2 bytes = 1792 MiB.
+func TestKVCache(t *testing.T) {
+	l := Builtin().LLMs["llama3.2:3b"]
+	if got := l.KVCacheBytes(16384, "f16"); got != 1792<<20 {
+		t.Errorf("f16 KV cache = %d, want %d", got, 1792<<20)
+	}
+	if got := l.KVCacheBytes(16384, "q8_0"); got != 952<<20 {
+		t.Errorf("q8_0 KV cache = %d, want %d", got, 952<<20)
+	}
+	if r, ok := Builtin().RuntimeFor("ollama/ollama"); !ok || r.ContextEnv != "OLLAMA_CONTEXT_LENGTH" || r.DefaultContext != 4096 {
+		t.Errorf("ollama runtime = %+v, %v", r, ok)
 	}
 }

@@ -1,0 +1,159 @@
+package checks
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/engine/objects"
+	"github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/engine/spec"
+)
+
+// Facts is what the cluster says, read once per plan.
+type Facts struct {
+	// ComputeCapability by GPU model, as the node plugins publish it.
+	ComputeCapability map[string]string
+	// Packages applied to the cluster, from their DeviceClasses: the
+	// provider checks a workload without the package in its stack.
+	Packages map[string]Package
+	// Quotas by namespace.
+	Quotas map[string][]Quota
+	// LimitRanges by namespace: whether one exists (it can default the
+	// requests a quota demands).
+	LimitRanges map[string]bool
+	// Running is what each existing workload's pods hold now, by
+	// "<namespace>/<name>": an update replaces them, so their share of the
+	// quota comes back.
+	Running map[string]Usage
+	// FreeSlices by package: slices the scheduler could still allocate.
+	// Missing when unknown.
+	FreeSlices map[string]int64
+}
+
+// Quota is one ResourceQuota.
+type Quota struct {
+	Name       string
+	Hard, Used corev1.ResourceList
+}
+
+// Usage is what a workload's pods take from the namespace's quota.
+type Usage struct {
+	Pods int64 // each holds one claim, so one slice
+	// Quota resources: requests.cpu, requests.memory, limits.cpu, limits.memory.
+	Resources corev1.ResourceList
+}
+
+// Gather reads the facts the checks need for the stack's workloads.
+func Gather(ctx context.Context, client kubernetes.Interface, s *spec.Stack) (*Facts, error) {
+	f := &Facts{ComputeCapability: map[string]string{}, Packages: map[string]Package{}, Quotas: map[string][]Quota{},
+		LimitRanges: map[string]bool{}, Running: map[string]Usage{}}
+	if len(s.Workloads) == 0 {
+		return f, nil
+	}
+	slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + contract.DriverName})
+	if err != nil {
+		return nil, fmt.Errorf("list ResourceSlices: %w", err)
+	}
+	for _, sl := range slices.Items {
+		for _, d := range sl.Spec.Devices {
+			model, cc := d.Attributes[contract.AttrModel], d.Attributes[contract.AttrComputeCapability]
+			if model.StringValue != nil && cc.VersionValue != nil {
+				f.ComputeCapability[*model.StringValue] = *cc.VersionValue
+			}
+		}
+	}
+	classes, err := client.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{LabelSelector: contract.LabelManagedBy + "=" + contract.ManagedBy})
+	if err != nil {
+		return nil, fmt.Errorf("list DeviceClasses: %w", err)
+	}
+	for _, dc := range classes.Items {
+		f.Packages[dc.Name] = packageFromClass(dc)
+	}
+	namespaces := map[string]bool{}
+	for _, w := range s.Workloads {
+		namespaces[w.Namespace] = true
+	}
+	for ns := range namespaces {
+		if err := f.readNamespace(ctx, client, ns); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+func packageFromClass(dc resourcev1.DeviceClass) Package {
+	p := Package{Name: dc.Name, GPUModel: dc.Annotations[render.AnnotationGPUModel]}
+	p.Fraction, _ = strconv.Atoi(dc.Annotations[render.AnnotationFraction])
+	if q, err := resource.ParseQuantity(dc.Annotations[render.AnnotationMemory]); err == nil {
+		p.MemoryBytes = q.Value()
+	}
+	return p
+}
+
+func (f *Facts) readNamespace(ctx context.Context, client kubernetes.Interface, ns string) error {
+	quotas, err := client.CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list ResourceQuotas in %s: %w", ns, err)
+	}
+	for _, q := range quotas.Items {
+		f.Quotas[ns] = append(f.Quotas[ns], Quota{Name: q.Name, Hard: q.Spec.Hard, Used: q.Status.Used})
+	}
+	limits, err := client.CoreV1().LimitRanges(ns).List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return fmt.Errorf("list LimitRanges in %s: %w", ns, err)
+	}
+	f.LimitRanges[ns] = len(limits.Items) > 0
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: objects.LabelWorkload})
+	if err != nil {
+		return fmt.Errorf("list pods in %s: %w", ns, err)
+	}
+	for _, pod := range pods.Items {
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue // quota no longer counts them
+		}
+		key := ns + "/" + pod.Labels[objects.LabelWorkload]
+		u := f.Running[key]
+		if u.Resources == nil {
+			u.Resources = corev1.ResourceList{}
+		}
+		u.Pods++
+		for _, c := range pod.Spec.Containers {
+			addPodResources(u.Resources, c.Resources, 1)
+		}
+		f.Running[key] = u
+	}
+	return nil
+}
+
+// addPodResources adds n pods' worth of a container's resources, under the
+// names a ResourceQuota counts them by.
+func addPodResources(to corev1.ResourceList, r corev1.ResourceRequirements, n int64) {
+	for _, x := range []struct {
+		quota corev1.ResourceName
+		list  corev1.ResourceList
+		name  corev1.ResourceName
+	}{
+		{corev1.ResourceRequestsCPU, r.Requests, corev1.ResourceCPU},
+		{corev1.ResourceRequestsMemory, r.Requests, corev1.ResourceMemory},
+		{corev1.ResourceLimitsCPU, r.Limits, corev1.ResourceCPU},
+		{corev1.ResourceLimitsMemory, r.Limits, corev1.ResourceMemory},
+	} {
+		q, ok := x.list[x.name]
+		if !ok {
+			continue
+		}
+		sum := to[x.quota]
+		for range n {
+			sum.Add(q)
+		}
+		to[x.quota] = sum
+	}
+}
