@@ -7,9 +7,12 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	drahealth "k8s.io/kubelet/pkg/apis/dra-health/v1"
+
+	"github.com/gpuslice/gpuslice/nodeplugin/driver"
 )
 
 // TestHealth watches device health as the kubelet does: every device is
@@ -52,5 +55,27 @@ func TestHealth(t *testing.T) {
 		if d.Health != drahealth.HealthStatus_UNHEALTHY {
 			t.Errorf("device %s after the GPU was lost: %v", d.Device.DeviceName, d.Health)
 		}
+	}
+}
+
+// TestSkippedGPU: a GPU NVML cannot read is left out of the slices, logged
+// and counted in gpuslice_gpu_skipped, and the plugin serves the others.
+func TestSkippedGPU(t *testing.T) {
+	e := newEnv(t, "skip-node")
+	cfg := pluginConfig(e.client, "skip-node", t.TempDir(), 2)
+	cfg.NVML.(*server.Server).Devices[1].(*server.Device).GetUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_UNKNOWN }
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
+	p, err := driver.Start(e.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	e.waitSlices("skip-node", 7)
+	if got := gauge(t, reg, "gpuslice_gpu_skipped", map[string]string{"gpu": "1"}); got != 1 {
+		t.Errorf("gpuslice_gpu_skipped{gpu=1} = %v, want 1", got)
+	}
+	if got := gauge(t, reg, "gpuslice_gpus_published", nil); got != 1 {
+		t.Errorf("gpuslice_gpus_published = %v, want 1", got)
 	}
 }
