@@ -39,6 +39,9 @@ type Claim struct {
 	GPUMinor    int    `json:"gpuMinor"`
 	Fraction    int    `json:"fraction"`
 	MemoryBytes uint64 `json:"memoryBytes"`
+	// PodUIDs are the pods the claim is reserved for: their cgroups tell
+	// which GPU processes belong to the claim.
+	PodUIDs []string `json:"podUIDs,omitempty"`
 }
 
 // Checkpoint is the plugin's whole record.

@@ -47,6 +47,9 @@ type Config struct {
 	ShimDir    string
 	// BootIDFile is read to notice reboots (checkpoint.DefaultBootIDFile).
 	BootIDFile string
+	// ProcRoot is where GPU processes' cgroups are read to attribute them
+	// to claims ("/proc"; the plugin's pod runs in the host PID namespace).
+	ProcRoot string
 
 	// Registerer receives the plugin's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
@@ -103,6 +106,9 @@ func (c *Config) validate() error {
 	}
 	if c.DriverRoot == "" {
 		c.DriverRoot = "/"
+	}
+	if c.ProcRoot == "" {
+		c.ProcRoot = "/proc"
 	}
 	if c.DriverRootInPlugin == "" {
 		c.DriverRootInPlugin = c.DriverRoot

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -42,6 +43,7 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		results[types.UID(uid)] = kubeletplugin.PrepareResult{Err: err}
 	}
 	var todo []string
+	podsChanged := false
 	for _, claim := range claims {
 		uid := string(claim.UID)
 		entry, err := p.plan(claim)
@@ -58,6 +60,12 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 						fail(uid, err)
 						continue
 					}
+				}
+				// a shared claim gains pods: its processes are theirs too
+				if !slices.Equal(old.PodUIDs, entry.PodUIDs) {
+					old.PodUIDs = entry.PodUIDs
+					cp.Claims[uid] = old
+					podsChanged = true
 				}
 				results[claim.UID] = p.result(uid, old)
 				continue
@@ -77,6 +85,11 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		todo = append(todo, uid)
 	}
 	if len(todo) == 0 {
+		if podsChanged {
+			if err := p.save(cp); err != nil {
+				return nil, err
+			}
+		}
 		return results, nil
 	}
 	if err := p.save(cp); err != nil {
@@ -133,7 +146,19 @@ func (p *Plugin) plan(claim *resourceapi.ResourceClaim) (checkpoint.Claim, error
 	return checkpoint.Claim{
 		Namespace: claim.Namespace, Name: claim.Name, Request: r.Request, Pool: r.Pool, Device: r.Device,
 		GPUUUID: dev.GPU.UUID, GPUIndex: dev.GPU.Index, GPUMinor: dev.GPU.Minor, Fraction: dev.Fraction, MemoryBytes: dev.MemoryBytes,
+		PodUIDs: podUIDs(claim),
 	}, nil
+}
+
+func podUIDs(claim *resourceapi.ResourceClaim) []string {
+	var out []string
+	for _, r := range claim.Status.ReservedFor {
+		if r.APIGroup == "" && r.Resource == "pods" {
+			out = append(out, string(r.UID))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // conflicts is the last line of defence behind the scheduler: a device is
