@@ -23,6 +23,9 @@ type Attribute struct {
 	Default cty.Value
 	// ForceNew marks identity fields: changing one replaces the resource.
 	ForceNew bool
+	// OneOf lists the only values a string attribute accepts (the provider
+	// turns it into a validator; spec.Validate checks the same).
+	OneOf []string
 }
 
 // Optional reports whether a configuration may leave the attribute out.
@@ -116,3 +119,5 @@ func strDefault(name, def, desc string) Attribute {
 func required(a Attribute) Attribute { a.Required = true; return a }
 func forceNew(a Attribute) Attribute { a.ForceNew = true; return a }
 func computed(a Attribute) Attribute { a.Computed = true; return a }
+
+func oneOf(a Attribute, values ...string) Attribute { a.OneOf = values; return a }

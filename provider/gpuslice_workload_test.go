@@ -1,0 +1,197 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func workloadConfig(ns, kind, image, context string) string {
+	return providerBlock() + fmt.Sprintf(`
+resource "gpuslice_package" "small" {
+  name      = "%[1]s-8gi"
+  gpu_model = "Tesla V100-PCIE-32GB"
+  fraction  = 25
+}
+
+resource "gpuslice_quota" "q" {
+  namespace       = %[1]q
+  # Simulated nodes have no kubelet: a replaced pod never finishes
+  # terminating and keeps its claim, so rollouts here need spare slices.
+  slices          = { (gpuslice_package.small.name) = 6 }
+  cpu_requests    = "8"
+  memory_requests = "16Gi"
+}
+
+resource "gpuslice_workload" "ollama" {
+  namespace = gpuslice_quota.q.namespace
+  name      = "ollama"
+  package   = gpuslice_package.small.name
+  kind      = %[2]q
+  wait_for  = "scheduled"
+  timeout   = "2m"
+  container {
+    image          = %[3]q
+    cpu_request    = "1"
+    memory_request = "2Gi"
+    memory_limit   = "4Gi"
+    env            = { OLLAMA_CONTEXT_LENGTH = %[4]q }
+    port {
+      container_port = 11434
+    }
+  }
+  expose {
+    port = 11434
+  }
+}
+`, ns, kind, image, context)
+}
+
+// controllerImage reads the image of the workload's Deployment or
+// StatefulSet back from the API server.
+func controllerImage(ns, kind, name, want string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		ctx := context.Background()
+		var image string
+		switch kind {
+		case "deployment":
+			d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			image = d.Spec.Template.Spec.Containers[0].Image
+		case "statefulset":
+			s, err := kube.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			image = s.Spec.Template.Spec.Containers[0].Image
+		}
+		if image != want {
+			return fmt.Errorf("%s %s/%s runs %q, want %q", kind, ns, name, image, want)
+		}
+		return nil
+	}
+}
+
+func TestAccWorkload(t *testing.T) {
+	needCluster(t)
+	if own {
+		t.Skip("waits for a slice of the simulated GPUs the local control plane publishes")
+	}
+	const ns = "acc-workload"
+	status := []string{"phase", "reason", "claim", "node", "device"}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providers,
+		CheckDestroy: func(*terraform.State) error {
+			for _, err := range []error{
+				func() error {
+					_, err := kube.AppsV1().Deployments(ns).Get(context.Background(), "ollama", metav1.GetOptions{})
+					return err
+				}(),
+				func() error {
+					_, err := kube.AppsV1().StatefulSets(ns).Get(context.Background(), "ollama", metav1.GetOptions{})
+					return err
+				}(),
+			} {
+				if !apierrors.IsNotFound(err) {
+					return fmt.Errorf("workload controller still there after destroy (err %v)", err)
+				}
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: workloadConfig(ns, "deployment", "ollama/ollama:0.24.0", "16384"),
+				Check:  controllerImage(ns, "deployment", "ollama", "ollama/ollama:0.24.0"),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("id"), knownvalue.StringExact(ns+"/ollama")),
+					// Apply waited until the replica had its slice and a node.
+					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("node"), knownvalue.StringRegexp(regexp.MustCompile(`^gpu-node-[12]$`))),
+					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("device"), knownvalue.StringRegexp(regexp.MustCompile(`^gpu-0-25pct-\d$`))),
+					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("claim"), knownvalue.StringRegexp(regexp.MustCompile(`^ollama-`))),
+					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("service_address"), knownvalue.StringExact("ollama."+ns+".svc:11434")),
+				},
+				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+			},
+			{
+				Config: workloadConfig(ns, "deployment", "ollama/ollama:0.23.0", "8192"),
+				Check:  controllerImage(ns, "deployment", "ollama", "ollama/ollama:0.23.0"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_workload.ollama", plancheck.ResourceActionUpdate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+			},
+			{
+				// Status is read live and may move on between the two reads;
+				// wait_for and timeout only steer apply, the cluster does not
+				// record them, so import sets their defaults.
+				ResourceName: "gpuslice_workload.ollama", ImportState: true, ImportStateId: ns + "/ollama", ImportStateVerify: true,
+				ImportStateVerifyIgnore: append(status, "wait_for", "timeout"),
+			},
+			{
+				PreConfig: func() {
+					patch := `{"spec":{"template":{"spec":{"containers":[{"name":"ollama","image":"ollama/ollama:latest"}]}}}}`
+					if _, err := kube.AppsV1().Deployments(ns).Patch(context.Background(), "ollama", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+						t.Fatalf("edit Deployment: %v", err)
+					}
+				},
+				Config: workloadConfig(ns, "deployment", "ollama/ollama:0.23.0", "8192"),
+				Check:  controllerImage(ns, "deployment", "ollama", "ollama/ollama:0.23.0"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction("gpuslice_workload.ollama", plancheck.ResourceActionUpdate),
+						plancheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("container").AtMapKey("image"), knownvalue.StringExact("ollama/ollama:0.23.0")),
+					},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+			},
+			{
+				Config: workloadConfig(ns, "statefulset", "ollama/ollama:0.23.0", "8192"),
+				Check:  controllerImage(ns, "statefulset", "ollama", "ollama/ollama:0.23.0"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_workload.ollama", plancheck.ResourceActionReplace)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+			},
+		},
+	})
+}
+
+func TestAccWorkloadInvalid(t *testing.T) {
+	needCluster(t)
+	const ns = "acc-invalid"
+	full := workloadConfig(ns, "deployment", "ollama/ollama:0.24.0", "16384")
+	packageAndQuota := full[:strings.Index(full, `resource "gpuslice_workload"`)]
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providers,
+		Steps: []resource.TestStep{
+			{Config: packageAndQuota},
+			{
+				// The engine's validation, on container.env, at plan time.
+				Config:      regexp.MustCompile(`env            = \{[^}]*\}`).ReplaceAllString(full, `env = { LD_PRELOAD = "/x.so" }`),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`Reserved environment variable`),
+			},
+			{
+				// The engine's plan-time check, knowing the package's GPU from
+				// the cluster: this Ollama release does not run on a V100.
+				Config:      strings.Replace(full, "ollama/ollama:0.24.0", "ollama/ollama:0.30.0", 1),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`Image does not run on this GPU`),
+			},
+		},
+	})
+}

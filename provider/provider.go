@@ -1,0 +1,105 @@
+// Package provider is the Terraform provider gpuslice
+// (registry.terraform.io/gpuslice/gpuslice). It is thin: its schemas come
+// from engine/schema, its values become specs through the engine's HCL
+// decoder, and plan, apply, drift, import and status are the engine's. It
+// holds no Kubernetes logic of its own.
+package provider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+
+	"github.com/gpuslice/gpuslice/engine"
+	engineschema "github.com/gpuslice/gpuslice/engine/schema"
+	"github.com/gpuslice/gpuslice/schemas/tables"
+)
+
+// Address is the provider's source address.
+const Address = "registry.terraform.io/gpuslice/gpuslice"
+
+// New returns a constructor of the provider at version.
+func New(version string) func() provider.Provider {
+	return func() provider.Provider { return &gpusliceProvider{version: version} }
+}
+
+type gpusliceProvider struct{ version string }
+
+// clusterData is what resources and data sources get from Configure.
+type clusterData struct {
+	// engine is nil when the cluster cannot be reached yet: skipped says why
+	// (e.g. its address is known only after apply).
+	engine  *engine.Engine
+	skipped string
+	tables  *tables.Set
+}
+
+func (p *gpusliceProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "gpuslice"
+	resp.Version = p.version
+}
+
+func (p *gpusliceProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Share NVIDIA GPUs on Kubernetes: GPU packages (fixed fractions of a GPU model), per-namespace quotas of them and workloads that run on a slice, rendered as Dynamic Resource Allocation objects.\n\n" +
+			"The cluster connection is configured like the `hashicorp/kubernetes` provider's, with the same `KUBE_*` environment variables; explicit arguments win over the environment. No kubeconfig is read unless `config_path`, `config_paths` or `KUBE_CONFIG_PATH(S)` names one.",
+		Attributes: connectionAttributes(),
+		Blocks:     connectionBlocks(),
+	}
+}
+
+func (p *gpusliceProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	var cfg connectionModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	files, unknownFiles := stringList(cfg.TableFiles)
+	if unknownFiles {
+		resp.Diagnostics.AddAttributeError(path.Root("table_files"), "Unknown table files", "table_files must be known when planning; use literal paths")
+		return
+	}
+	set, err := tables.Load(files...)
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("table_files"), "Invalid table file", err.Error())
+		return
+	}
+	data := &clusterData{tables: set}
+	var inventoryNamespace string
+	if !cfg.InventoryNamespace.IsNull() && !cfg.InventoryNamespace.IsUnknown() {
+		inventoryNamespace = cfg.InventoryNamespace.ValueString()
+	}
+	switch rest, skipped, err := cfg.restConfig(); {
+	case err != nil:
+		resp.Diagnostics.AddError("Invalid cluster connection", err.Error())
+		return
+	case skipped != "":
+		data.skipped = skipped
+	default:
+		e, err := engine.New(rest, inventoryNamespace)
+		if err != nil {
+			resp.Diagnostics.AddError("Cannot connect to the cluster", err.Error()+"; check host, certificates and token")
+			return
+		}
+		e.Tables = set
+		data.engine = e
+	}
+	resp.ResourceData = data
+	resp.DataSourceData = data
+}
+
+func (p *gpusliceProvider) Resources(context.Context) []func() resource.Resource {
+	var out []func() resource.Resource
+	for _, r := range engineschema.Resources() {
+		out = append(out, func() resource.Resource { return newResource(r) })
+	}
+	return out
+}
+
+func (p *gpusliceProvider) DataSources(context.Context) []func() datasource.DataSource {
+	return []func() datasource.DataSource{newCapacityDataSource, newGPUsDataSource}
+}
