@@ -55,9 +55,9 @@ type Config struct {
 	Registerer prometheus.Registerer
 	Logger     klog.Logger
 
-	// AfterStep, if set, is called after each step of a prepare that
-	// changes the node (see the Step constants): the crash tests kill the
-	// process there.
+	// AfterStep, if set, is called after each step of a prepare or
+	// unprepare that changes the node (see the Step constants): the crash
+	// tests kill the process there.
 	AfterStep func(step Step)
 }
 
@@ -71,6 +71,10 @@ const (
 	StepSpecWritten         Step = "spec-written"         // a claim's CDI spec is on disk
 	StepCheckpointCompleted Step = "checkpoint-completed" // claims recorded as PrepareCompleted
 )
+
+// StepUnprepareRemoved: an unprepare removed a claim's spec and accounting
+// dir, its checkpoint entry not yet.
+const StepUnprepareRemoved Step = "unprepare-removed"
 
 // Steps lists the steps in the order a prepare passes them.
 var Steps = []Step{StepCheckpointStarted, StepAccountingCreated, StepSpecWritten, StepCheckpointCompleted}

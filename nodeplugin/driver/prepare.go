@@ -256,6 +256,7 @@ func (p *Plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 			results[c.UID] = fmt.Errorf("unprepare claim %s: %w", c, err)
 			continue
 		}
+		p.step(StepUnprepareRemoved)
 		delete(cp.Claims, uid)
 		changed = true
 	}
