@@ -92,7 +92,7 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		}
 		return results, nil
 	}
-	if err := p.save(cp); err != nil {
+	if err := p.stage(cp); err != nil {
 		return nil, err
 	}
 	p.step(StepCheckpointStarted)
@@ -266,6 +266,17 @@ func (p *Plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 		}
 	}
 	return results, nil
+}
+
+// stage records claims as started without waiting for the disk (see
+// checkpoint.File.Stage for why that is safe).
+func (p *Plugin) stage(cp *checkpoint.Checkpoint) error {
+	cp.BootID = p.bootID
+	if err := p.ckpt.Stage(cp); err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", p.ckpt.Path(), err)
+	}
+	p.remember(cp)
+	return nil
 }
 
 func (p *Plugin) save(cp *checkpoint.Checkpoint) error {
