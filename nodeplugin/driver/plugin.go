@@ -23,6 +23,7 @@ import (
 
 // Plugin is a running node plugin.
 type Plugin struct {
+	ctx     context.Context // the plugin's lifetime, for background work
 	cfg     Config
 	log     klog.Logger
 	helper  *kubeletplugin.Helper
@@ -47,7 +48,7 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("node plugin configuration: %w", err)
 	}
-	p := &Plugin{cfg: cfg, log: cfg.Logger, fatal: make(chan error, 1), prepared: map[string]checkpoint.Claim{}}
+	p := &Plugin{ctx: ctx, cfg: cfg, log: cfg.Logger, fatal: make(chan error, 1), prepared: map[string]checkpoint.Claim{}}
 	if p.log.GetSink() == nil {
 		p.log = klog.Background()
 	}

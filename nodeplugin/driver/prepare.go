@@ -121,6 +121,13 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		return nil, err
 	}
 	p.step(StepCheckpointCompleted)
+	done := map[string]checkpoint.Claim{}
+	for _, uid := range todo {
+		if c, ok := cp.Claims[uid]; ok {
+			done[uid] = c
+		}
+	}
+	p.reportStatus(done)
 	return results, nil
 }
 

@@ -1,0 +1,72 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	metaapply "k8s.io/client-go/applyconfigurations/meta/v1"
+	resourceapply "k8s.io/client-go/applyconfigurations/resource/v1"
+
+	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
+	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
+)
+
+// SliceStatus is what the plugin reports in a prepared claim's
+// status.devices[].data: tenants cannot look at the node, but they can read
+// their claim to see which GPU and which limits their containers got.
+type SliceStatus struct {
+	GPUUUID             string `json:"gpuUUID"`
+	GPUIndex            int    `json:"gpuIndex"`
+	MemoryLimitBytes    uint64 `json:"memoryLimitBytes"`
+	ComputeSharePercent int    `json:"computeSharePercent"`
+	CDIDevice           string `json:"cdiDevice"`
+}
+
+// ConditionPrepared is the device condition set once the slice is prepared.
+const ConditionPrepared = "Prepared"
+
+// reportStatus writes the claims' device status in the background: a
+// prepare never waits for, or fails on, this report.
+func (p *Plugin) reportStatus(claims map[string]checkpoint.Claim) {
+	for uid, c := range claims {
+		go func() {
+			ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+			defer cancel()
+			if err := p.applyStatus(ctx, uid, c); err != nil && ctx.Err() == nil {
+				p.log.Error(err, "report the prepared slice in the claim's status", "claim", c.Namespace+"/"+c.Name)
+			}
+		}()
+	}
+}
+
+func (p *Plugin) applyStatus(ctx context.Context, uid string, c checkpoint.Claim) error {
+	data, err := json.Marshal(SliceStatus{
+		GPUUUID: c.GPUUUID, GPUIndex: c.GPUIndex, MemoryLimitBytes: c.MemoryBytes, ComputeSharePercent: c.Fraction, CDIDevice: cdispec.DeviceID(uid),
+	})
+	if err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("%d MiB and %d%% compute of GPU %s", c.MemoryBytes>>20, c.Fraction, c.GPUUUID)
+	claim := resourceapply.ResourceClaim(c.Name, c.Namespace).
+		WithUID(types.UID(uid)). // never the status of a claim recreated under the same name
+		WithStatus(resourceapply.ResourceClaimStatus().WithDevices(
+			resourceapply.AllocatedDeviceStatus().
+				WithDriver(contract.DriverName).WithPool(c.Pool).WithDevice(c.Device).
+				WithData(runtime.RawExtension{Raw: data}).
+				WithConditions(metaapply.Condition().
+					WithType(ConditionPrepared).WithStatus(metav1.ConditionTrue).WithReason("SlicePrepared").
+					WithMessage(msg).WithLastTransitionTime(metav1.Now())),
+		))
+	_, err = p.cfg.Client.ResourceV1().ResourceClaims(c.Namespace).ApplyStatus(ctx, claim,
+		metav1.ApplyOptions{FieldManager: contract.DriverName + "/" + p.cfg.NodeName, Force: true})
+	if err != nil {
+		return fmt.Errorf("apply status of claim %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	return nil
+}
