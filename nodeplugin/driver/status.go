@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,7 +39,9 @@ func (p *Plugin) reportStatus(claims map[string]checkpoint.Claim) {
 		go func() {
 			ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 			defer cancel()
-			if err := p.applyStatus(ctx, uid, c); err != nil && ctx.Err() == nil {
+			err := p.applyStatus(ctx, uid, c)
+			// a claim deleted (or recreated) meanwhile needs no report
+			if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				p.log.Error(err, "report the prepared slice in the claim's status", "claim", c.Namespace+"/"+c.Name)
 			}
 		}()
