@@ -53,20 +53,13 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		}
 		if old, ok := cp.Claims[uid]; ok {
 			if old.State == checkpoint.PrepareCompleted && old.Device == entry.Device {
-				// prepared before (the kubelet retries after restarts):
-				// same answer, with the spec restored if it went missing
-				if _, err := os.Stat(p.cdi.Path(uid)); err != nil {
-					if err := p.writeSpec(uid, old); err != nil {
-						fail(uid, err)
-						continue
-					}
+				// prepared before (the kubelet retries after restarts)
+				changed, err := p.prepareAgain(cp, uid, old, entry)
+				if err != nil {
+					fail(uid, err)
+					continue
 				}
-				// a shared claim gains pods: its processes are theirs too
-				if !slices.Equal(old.PodUIDs, entry.PodUIDs) {
-					old.PodUIDs = entry.PodUIDs
-					cp.Claims[uid] = old
-					podsChanged = true
-				}
+				podsChanged = podsChanged || changed
 				results[claim.UID] = p.result(uid, old)
 				continue
 			}
@@ -97,25 +90,11 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	}
 	p.step(StepCheckpointStarted)
 	for _, uid := range todo {
-		entry := cp.Claims[uid]
-		err := p.createAccounting(uid, entry, false)
-		if err == nil {
-			p.step(StepAccountingCreated)
-			err = p.writeSpec(uid, entry)
-		}
-		if err != nil {
-			err = fmt.Errorf("prepare claim %s/%s: %w", entry.Namespace, entry.Name, err)
-			if rbErr := p.rollback(uid); rbErr != nil {
-				err = errors.Join(err, rbErr)
-			}
-			delete(cp.Claims, uid)
+		if err := p.carryOut(cp, uid); err != nil {
 			fail(uid, err)
 			continue
 		}
-		p.step(StepSpecWritten)
-		entry.State = checkpoint.PrepareCompleted
-		cp.Claims[uid] = entry
-		results[types.UID(uid)] = p.result(uid, entry)
+		results[types.UID(uid)] = p.result(uid, cp.Claims[uid])
 	}
 	if err := p.save(cp); err != nil {
 		return nil, err
@@ -129,6 +108,48 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	}
 	p.reportStatus(done)
 	return results, nil
+}
+
+// prepareAgain answers a repeated prepare of a completed claim: the same
+// devices, its spec restored if it went missing, and the claim's pods
+// updated (a shared claim gains pods, and their processes are its too). It
+// reports whether the checkpoint changed.
+func (p *Plugin) prepareAgain(cp *checkpoint.Checkpoint, uid string, old, now checkpoint.Claim) (bool, error) {
+	if _, err := os.Stat(p.cdi.Path(uid)); err != nil {
+		if err := p.writeSpec(uid, old); err != nil {
+			return false, err
+		}
+	}
+	if slices.Equal(old.PodUIDs, now.PodUIDs) {
+		return false, nil
+	}
+	old.PodUIDs = now.PodUIDs
+	cp.Claims[uid] = old
+	return true, nil
+}
+
+// carryOut creates a started claim's accounting region and CDI spec and
+// marks it completed in cp; on failure it undoes both and drops the claim
+// from cp.
+func (p *Plugin) carryOut(cp *checkpoint.Checkpoint, uid string) error {
+	entry := cp.Claims[uid]
+	err := p.createAccounting(uid, entry, false)
+	if err == nil {
+		p.step(StepAccountingCreated)
+		err = p.writeSpec(uid, entry)
+	}
+	if err != nil {
+		err = fmt.Errorf("prepare claim %s/%s: %w", entry.Namespace, entry.Name, err)
+		if rbErr := p.rollback(uid); rbErr != nil {
+			err = errors.Join(err, rbErr)
+		}
+		delete(cp.Claims, uid)
+		return err
+	}
+	p.step(StepSpecWritten)
+	entry.State = checkpoint.PrepareCompleted
+	cp.Claims[uid] = entry
+	return nil
 }
 
 // plan checks a claim's allocation and returns its checkpoint entry.
