@@ -106,7 +106,7 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			done[uid] = c
 		}
 	}
-	p.reportStatus(done)
+	p.reportStatus(done, claims)
 	return results, nil
 }
 

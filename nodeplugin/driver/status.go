@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,8 +35,14 @@ type SliceStatus struct {
 const ConditionPrepared = "Prepared"
 
 // reportStatus writes the claims' device status in the background: a
-// prepare never waits for, or fails on, this report.
-func (p *Plugin) reportStatus(claims map[string]checkpoint.Claim) {
+// prepare never waits for, or fails on, this report. Claims whose status
+// already says the same (prepared again after a restart) are left alone.
+func (p *Plugin) reportStatus(claims map[string]checkpoint.Claim, objects []*resourceapi.ResourceClaim) {
+	for _, obj := range objects {
+		if c, ok := claims[string(obj.UID)]; ok && reported(obj, string(obj.UID), c) {
+			delete(claims, string(obj.UID))
+		}
+	}
 	for uid, c := range claims {
 		go func() {
 			ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
@@ -48,10 +56,27 @@ func (p *Plugin) reportStatus(claims map[string]checkpoint.Claim) {
 	}
 }
 
-func (p *Plugin) applyStatus(ctx context.Context, uid string, c checkpoint.Claim) error {
-	data, err := json.Marshal(SliceStatus{
+func sliceStatus(uid string, c checkpoint.Claim) SliceStatus {
+	return SliceStatus{
 		GPUUUID: c.GPUUUID, GPUIndex: c.GPUIndex, MemoryLimitBytes: c.MemoryBytes, ComputeSharePercent: c.Fraction, CDIDevice: cdispec.DeviceID(uid),
-	})
+	}
+}
+
+// reported tells whether the claim's status already holds this slice.
+func reported(obj *resourceapi.ResourceClaim, uid string, c checkpoint.Claim) bool {
+	for _, d := range obj.Status.Devices {
+		if d.Driver != contract.DriverName || d.Pool != c.Pool || d.Device != c.Device || d.Data == nil {
+			continue
+		}
+		var have SliceStatus
+		return json.Unmarshal(d.Data.Raw, &have) == nil && have == sliceStatus(uid, c) &&
+			meta.IsStatusConditionTrue(d.Conditions, ConditionPrepared)
+	}
+	return false
+}
+
+func (p *Plugin) applyStatus(ctx context.Context, uid string, c checkpoint.Claim) error {
+	data, err := json.Marshal(sliceStatus(uid, c))
 	if err != nil {
 		return err
 	}
