@@ -90,6 +90,8 @@ func TestBrokenConfigs(t *testing.T) {
 			"21:21", []string{"gpuslice_workload.w.model.kv_cache_type: Invalid KV cache type", "use f16, q8_0 or q4_0"}, 0},
 		{"model context length", base + strings.Replace(goodWorkload, "    image = \"ollama/ollama:0.24.0\"\n  }\n", "    image = \"ollama/ollama:0.24.0\"\n  }\n  model {\n    name           = \"llama3.2:3b\"\n    context_length = -1\n  }\n", 1), nil, nil,
 			"21:22", []string{"gpuslice_workload.w.model.context_length: Invalid context length"}, 0},
+		{"huge number", strings.Replace(base, "= 25", "= 1e99999999", 1), nil, nil,
+			"5:15", []string{"gpuslice_package.small.fraction: Number out of range", "a number of about 10^99999999 is too large"}, 0},
 		{"invalid name", strings.Replace(base, `"v100-8gi"`, `"V100_8GI"`, 1), nil, nil,
 			"3:15", []string{"gpuslice_package.small.name: Invalid package name", "lowercase"}, 0},
 		{"negative slice count", base + strings.Replace(goodWorkload, `"v100-8gi" = 1`, `"v100-8gi" = -2`, 1), nil, nil,

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/big"
 	"os"
 	"strings"
@@ -215,6 +216,13 @@ func checkValue(val cty.Value, b schema.Block, prefix string) *diag.Diagnostic {
 	return nil
 }
 
+// The range of numbers a configuration may hold: every numeric attribute
+// is an int64 or smaller.
+var (
+	maxNumber = new(big.Float).SetInt64(math.MaxInt64)
+	minNumber = new(big.Float).SetInt64(math.MinInt64)
+)
+
 func checkAttr(v cty.Value, path string) *diag.Diagnostic {
 	if !v.IsKnown() {
 		return &diag.Diagnostic{Severity: diag.Error, Attribute: path, Summary: "Value known only after apply",
@@ -226,6 +234,13 @@ func checkAttr(v cty.Value, path string) *diag.Diagnostic {
 	ty := v.Type()
 	switch {
 	case ty == cty.Number:
+		// Checked before anything converts the number: 1e99999999 is a
+		// valid literal a hundred million digits long.
+		if f := v.AsBigFloat(); f.Cmp(maxNumber) > 0 || f.Cmp(minNumber) < 0 {
+			return &diag.Diagnostic{Severity: diag.Error, Attribute: path, Summary: "Number out of range",
+				Detail: fmt.Sprintf("a number of about 10^%d is too large for this attribute; write a number between %s and %s",
+					int(float64(f.MantExp(nil))*math.Log10(2)), minNumber.Text('f', 0), maxNumber.Text('f', 0))}
+		}
 		if _, acc := v.AsBigFloat().Int(nil); acc != big.Exact {
 			return &diag.Diagnostic{Severity: diag.Error, Attribute: path, Summary: "Whole number required",
 				Detail: fmt.Sprintf("%s is not a whole number", v.AsBigFloat().Text('g', -1))}
