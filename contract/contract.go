@@ -18,7 +18,15 @@ const (
 	AttrArchitecture      = "architecture"      // string, e.g. "Volta"
 	AttrDriverVersion     = "driverVersion"     // string, e.g. "580.95.05"
 	AttrFraction          = "fraction"          // int, percent of the GPU: 25, 50, 100
+	AttrCUDADriverVersion = "cudaDriverVersion" // version, CUDA version the driver supports, e.g. 12.4.0
+	AttrPCIBusID          = "pciBusID"          // string, e.g. "00000000:3b:00.0"
 )
+
+// CounterSetPrefix names each GPU's counter set: "gpu-<index>".
+const CounterSetPrefix = "gpu-"
+
+// DefaultFractions are the slice sizes a node offers unless configured.
+var DefaultFractions = []int{25, 50, 100}
 
 // Capacity and counter names. Each GPU has one CounterSet with both
 // counters; each slice device consumes its fraction of them, so the

@@ -1,154 +1,230 @@
-// Command demo narrates, on the running dev cluster (`gpuslice dev up`),
-// the Kubernetes DRA path gpuslice builds on. `make demo` runs it.
+// Command demo tells the gpuslice story on the running dev cluster
+// (`gpuslice dev up`, two simulated nodes with one V100-PCIE-32GB each and
+// the node plugin in simulation mode): the quickstart applied with OpenTofu,
+// what it made in the cluster, what the node plugin prepared for the claim,
+// what nvidia-smi shows inside, a mistake caught at plan, and a workload
+// waiting for a free slice. `make demo` runs it.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gpuslice/gpuslice/acctest/cluster"
 	"github.com/gpuslice/gpuslice/acctest/devcluster"
-	"github.com/gpuslice/gpuslice/acctest/draproof"
-	"github.com/gpuslice/gpuslice/contract"
-	"github.com/gpuslice/gpuslice/engine/render"
 )
 
+type demo struct {
+	dir, binDir, repo, work string
+	env                     []string
+	state                   *devcluster.State
+	client                  kubernetes.Interface
+}
+
 func main() {
-	dir := flag.String("dir", devcluster.DefaultDir(), "directory of the running dev cluster")
+	d := &demo{}
+	flag.StringVar(&d.dir, "dir", devcluster.DefaultDir(), "directory of the running dev cluster")
+	flag.StringVar(&d.binDir, "bin", "bin", "directory of the built tools (tofu, gpuslice, shim/)")
+	tfConfig := flag.String("tf-cli-config", "", "OpenTofu CLI configuration naming the local provider mirror (make install writes it)")
 	flag.Parse()
-	if err := run(context.Background(), *dir); err != nil {
-		fmt.Fprintln(os.Stderr, "demo failed:", err)
+	if err := d.run(context.Background(), *tfConfig); err != nil {
+		fmt.Fprintln(os.Stderr, "\ndemo failed:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dir string) error {
-	state, err := devcluster.Running(dir)
+func (d *demo) run(ctx context.Context, tfConfig string) error {
+	var err error
+	if d.state, err = devcluster.Running(d.dir); err != nil {
+		return err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", d.state.Kubeconfig)
 	if err != nil {
 		return err
 	}
-	if len(state.Nodes) == 0 {
-		return fmt.Errorf("the dev cluster in %s has no nodes: restart it with `gpuslice dev up --nodes 2`", dir)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", state.Kubeconfig)
-	if err != nil {
+	if d.client, err = kubernetes.NewForConfig(cfg); err != nil {
 		return err
 	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
+	if d.binDir, err = filepath.Abs(d.binDir); err != nil {
 		return err
 	}
-	node := state.Nodes[0]
+	d.repo, _ = os.Getwd()
+	// The examples are copied so OpenTofu's state and lock file stay out of
+	// the repository.
+	d.work = filepath.Join(d.dir, "work")
+	if err := os.RemoveAll(d.work); err != nil {
+		return err
+	}
+	if err := os.CopyFS(filepath.Join(d.work, "examples"), os.DirFS(filepath.Join(d.repo, "examples"))); err != nil {
+		return fmt.Errorf("copy the examples: %w", err)
+	}
+	d.env = append(os.Environ(), "KUBE_CONFIG_PATH="+d.state.Kubeconfig, "TF_CLI_CONFIG_FILE="+tfConfig, "TF_IN_AUTOMATION=1", "KUBECONFIG="+d.state.Kubeconfig)
 
-	fmt.Printf("\ngpuslice demo: the Kubernetes DRA path gpuslice builds on, on a real control plane\n\n")
-	fmt.Printf("  etcd, kube-apiserver, kube-scheduler and kube-controller-manager v1.37.2, built from Go modules,\n")
-	fmt.Printf("  ready in %.1f s at %s; simulated nodes %s.\n", float64(state.StartupMS)/1000, state.Host, strings.Join(state.Nodes, ", "))
-	fmt.Printf("  Simulated nodes have no kubelet: the scheduler places pods on them, no container runs.\n\n")
+	fmt.Printf("\ngpuslice demo: share V100s on Kubernetes, declared in HCL, applied with OpenTofu\n\n")
+	fmt.Printf("  A real control plane — etcd, kube-apiserver, kube-scheduler, kube-controller-manager v1.37.2 built from Go\n")
+	fmt.Printf("  modules — ready in %.1f s at %s, with simulated nodes %s, each running the gpuslice\n", float64(d.state.StartupMS)/1000, d.state.Host, strings.Join(d.state.Nodes, " and "))
+	fmt.Printf("  node plugin in simulation mode (go-nvml's mock with a V100-PCIE-32GB profile).\n")
+	fmt.Printf("  Honest limits: simulated nodes have no kubelet and run no containers. Pods are scheduled and their claims\n")
+	fmt.Printf("  allocated for real; the demo then does the kubelet's part (prepare) itself and runs the shim against a fake driver.\n\n")
 
-	for _, ns := range []struct {
-		name   string
-		labels map[string]string
-	}{{"team-a", map[string]string{contract.LabelTenant: "true"}}, {"ops", nil}} {
-		if _, err := cluster.CreateNamespace(ctx, client, ns.name, ns.labels); err != nil {
-			return err
-		}
-	}
-	p := &draproof.Proof{Client: client, Namespace: "team-a", Node: node}
-	quarter, half, whole := draproof.ClassName(25), draproof.ClassName(50), draproof.ClassName(100)
-
-	step(1, "Each GPU package is a DeviceClass whose CEL selector pins driver, model and fraction")
-	classes, err := p.CreateDeviceClasses(ctx, 25, 50, 100)
-	if err != nil {
+	step(1, "The node plugins published each GPU as partitionable slices")
+	if err := showSlices(ctx, d.client); err != nil {
 		return err
 	}
-	for _, c := range classes {
-		fmt.Printf("     DeviceClass %-18s %s\n", c.Name, c.Spec.Selectors[0].CEL.Expression)
-	}
-
-	step(2, "A namespace's quota counts claims per device class (plus pooled CPU and memory)")
-	q, err := p.CreateQuota(ctx, map[string]int64{quarter: 2, half: 1, whole: 1})
-	if err != nil {
+	// No storage provisioner runs here: stand in for one so the model volume binds.
+	if err := createVolumes(ctx, d.client, d.dir, 4); err != nil {
 		return err
-	}
-	for _, class := range []string{quarter, half, whole} {
-		key := render.DeviceQuotaResource(class)
-		used, hard := q.Status.Used[key], q.Status.Hard[key]
-		fmt.Printf("     team-a %-55s used %s of %s\n", key, used.String(), hard.String())
 	}
 
-	step(3, "An admission policy refuses raw nvidia.com/gpu requests in tenant namespaces")
-	if err := p.InstallRawGPUPolicy(ctx); err != nil {
+	step(2, "tofu init && tofu apply on examples/quickstart (the provider comes from the local filesystem mirror)")
+	qs := filepath.Join(d.work, "examples", "quickstart")
+	if err := d.cmd(qs, "tofu", "init", "-input=false", "-no-color"); err != nil {
 		return err
 	}
-	refusal := p.TryRawGPUPod(ctx, "team-a", true)
-	if refusal == nil {
-		return fmt.Errorf("a raw nvidia.com/gpu pod was admitted in tenant namespace team-a")
+	if err := d.cmd(qs, "tofu", "apply", "-auto-approve", "-input=false", "-no-color", "-var", "wait_for=scheduled"); err != nil {
+		return err
 	}
-	fmt.Printf("     team-a (tenant): refused: %v\n", refusal)
-	if err := p.TryRawGPUPod(ctx, "ops", false); err != nil {
-		return fmt.Errorf("a raw nvidia.com/gpu pod was refused outside tenant namespaces: %w", err)
-	}
-	fmt.Printf("     ops (not a tenant): admitted (the policy binds to labelled namespaces only)\n")
 
-	step(4, fmt.Sprintf("A %s on %s is published as partitionable slices", draproof.GPUModel, node))
-	slices, err := p.PublishGPU(ctx, 25, 50, 100)
-	if err != nil {
+	step(3, "Packages are DeviceClasses selecting slices by driver, model and fraction")
+	if err := showPackages(ctx, d.client); err != nil {
 		return err
 	}
-	for _, cs := range slices[0].Spec.SharedCounters {
-		memory, compute := cs.Counters[contract.CapacityMemory].Value, cs.Counters[contract.CapacityCompute].Value
-		fmt.Printf("     ResourceSlice %s: counter set %s = memory %s, compute %s\n", slices[0].Name, cs.Name, memory.String(), compute.String())
-	}
-	var names []string
-	for _, d := range slices[1].Spec.Devices {
-		names = append(names, d.Name)
-	}
-	fmt.Printf("     ResourceSlice %s: %d devices consuming those counters: %s\n", slices[1].Name, len(names), strings.Join(names, " "))
 
-	step(5, "The real scheduler allocates a 50 % slice to a pod's claim and binds the pod")
-	first, err := p.RunPod(ctx, "first", half)
-	if err != nil {
+	step(4, "team-a's quota: slices per package (0 for the others) and pooled CPU and RAM, and what is used")
+	if err := showQuota(ctx, d.client, "team-a"); err != nil {
 		return err
 	}
-	pl, err := p.WaitPlacement(ctx, "first", first, true, time.Minute)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("     pod team-a/first: claim %s got device %s on node %s\n", first, pl.Device, pl.Node)
 
-	step(6, "A whole-GPU claim does not fit beside it: the counters would exceed the GPU, so it waits")
-	second, err := p.RunPod(ctx, "second", whole)
+	step(5, "The scheduler allocated Ollama's claim a slice of a real GPU on a node")
+	claims, err := allocatedClaims(ctx, d.client, "team-a")
 	if err != nil {
 		return err
 	}
-	pl, err = p.WaitPlacement(ctx, "second", second, false, time.Minute)
-	if err != nil {
-		return err
+	if len(claims) == 0 {
+		return fmt.Errorf("no claim in team-a was allocated")
 	}
-	fmt.Printf("     pod team-a/second: Pending, claim %s unallocated\n     scheduler: %s\n", second, pl.Reason)
+	for _, c := range claims {
+		showClaim(c)
+	}
 
-	step(7, "Quota is an entitlement, not a reservation: when team-a/first is deleted, second gets the GPU")
-	if err := p.DeletePod(ctx, "first"); err != nil {
-		return err
-	}
-	pl, err = p.WaitPlacement(ctx, "second", second, true, 2*time.Minute)
+	step(6, "What the node plugin prepares for that claim: one CDI spec with the slice's limits")
+	spec, path, err := prepare(ctx, d.state, &claims[0])
 	if err != nil {
 		return err
 	}
-	fmt.Printf("     pod team-a/second: claim %s got device %s on node %s\n", second, pl.Device, pl.Node)
+	showSpec(spec, path)
 
-	fmt.Printf("\nThe cluster keeps running so you can look around:\n")
-	fmt.Printf("  export KUBECONFIG=%s\n", state.Kubeconfig)
-	fmt.Printf("  kubectl get deviceclasses,resourceslices; kubectl -n team-a get resourceclaims,pods,resourcequota\n")
-	fmt.Printf("Stop it with: make demo-down\n\n")
+	step(7, "nvidia-smi inside the container: the shim reports the slice, not the 32 GiB GPU")
+	out, err := nvidiaSMI(d.binDir, spec, d.work)
+	if err != nil {
+		return err
+	}
+	indent(out)
+
+	step(8, "A mistaken change fails at plan: a 131072-token context does not fit an 8 GiB slice")
+	if err := d.cmd(qs, "tofu", "plan", "-input=false", "-no-color", "-var", "context_length=131072"); err == nil {
+		return fmt.Errorf("tofu plan with context_length=131072 succeeded; the fit check should have refused it")
+	}
+	fmt.Printf("     (tofu plan exited non-zero, as it should: nothing was changed)\n")
+
+	step(9, "Two whole-GPU trainers for team-b, applied with the gpuslice CLI: one gets the free GPU, one waits")
+	waiting := filepath.Join(d.repo, "acctest", "demo", "waiting")
+	if err := d.cmd(d.work, "gpuslice", "apply", waiting, "-stack", "demo-waiting", "-auto-approve"); err != nil {
+		return err
+	}
+	if err := d.waitForSlice(ctx, waiting); err != nil {
+		return err
+	}
+
+	step(10, "The quickstart's outputs")
+	if err := d.cmd(qs, "tofu", "output", "-no-color"); err != nil {
+		return err
+	}
+	fmt.Printf("\n  Done. The cluster keeps running: export KUBECONFIG=%s\n", d.state.Kubeconfig)
+	fmt.Printf("  `make demo-down` stops everything.\n\n")
 	return nil
 }
 
-func step(n int, title string) { fmt.Printf("%d. %s\n", n, title) }
+// waitForSlice shows `gpuslice status` once one trainer is scheduled and
+// the other is diagnosed as waiting for a slice.
+func (d *demo) waitForSlice(ctx context.Context, dir string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, _ := d.output(d.work, "gpuslice", "status", dir, "-stack", "demo-waiting")
+		if strings.Contains(out, "WaitingForSlice") && strings.Contains(out, "Scheduled") {
+			indent(out)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			indent(out)
+			return fmt.Errorf("no trainer was diagnosed as waiting for a slice within 60 s")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// cmd runs a built tool in dir, its output indented under the step.
+func (d *demo) cmd(dir, tool string, args ...string) error {
+	fmt.Printf("     $ %s %s\n", tool, strings.Join(args, " "))
+	c := exec.Command(filepath.Join(d.binDir, tool), args...)
+	c.Dir, c.Env = dir, d.env
+	w := &indenter{w: os.Stdout, prefix: "       "}
+	c.Stdout, c.Stderr = w, w
+	err := c.Run()
+	w.flush()
+	return err
+}
+
+func (d *demo) output(dir, tool string, args ...string) (string, error) {
+	c := exec.Command(filepath.Join(d.binDir, tool), args...)
+	c.Dir, c.Env = dir, d.env
+	out, err := c.CombinedOutput()
+	return string(out), err
+}
+
+func step(n int, title string) { fmt.Printf("\n  %d. %s\n\n", n, title) }
+
+func indent(s string) {
+	for _, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		fmt.Printf("       %s\n", line)
+	}
+}
+
+// indenter prefixes every line written through it.
+type indenter struct {
+	w       io.Writer
+	prefix  string
+	partial []byte
+}
+
+func (i *indenter) Write(p []byte) (int, error) {
+	i.partial = append(i.partial, p...)
+	for {
+		n := strings.IndexByte(string(i.partial), '\n')
+		if n < 0 {
+			return len(p), nil
+		}
+		fmt.Fprintf(i.w, "%s%s\n", i.prefix, i.partial[:n])
+		i.partial = i.partial[n+1:]
+	}
+}
+
+func (i *indenter) flush() {
+	if len(i.partial) > 0 {
+		fmt.Fprintf(i.w, "%s%s\n", i.prefix, i.partial)
+		i.partial = nil
+	}
+}

@@ -26,6 +26,8 @@ type State struct {
 	Host       string   `json:"host"`
 	Nodes      []string `json:"nodes"`
 	StartupMS  int64    `json:"startupMs"`
+	// NodePlugins are the node plugins serving the simulated nodes.
+	NodePlugins []NodePlugin `json:"nodePlugins"`
 }
 
 // DefaultDir is where the dev cluster lives unless told otherwise:
@@ -134,6 +136,11 @@ func Up(ctx context.Context, opts UpOptions) (*State, bool, error) {
 func Serve(dir, binDir string, nodes int) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// Each start is a fresh cluster: node plugin state of an earlier one
+	// (checkpoints of claims that no longer exist) would only mislead.
+	if err := os.RemoveAll(filepath.Join(dir, "nodes")); err != nil {
+		return err
+	}
 	c, err := cluster.Start(ctx, cluster.Options{
 		Dir: filepath.Join(dir, "cluster"), BinDir: binDir,
 		Logf: func(f string, a ...any) { fmt.Printf(f+"\n", a...) },
@@ -149,6 +156,14 @@ func Serve(dir, binDir string, nodes int) error {
 			return err
 		}
 		s.Nodes = append(s.Nodes, name)
+		// The plugin publishes the node's GPU slices and serves its DRA
+		// socket; stopped before the control plane.
+		p, np, err := startNodePlugin(ctx, c, dir, binDir, name)
+		if err != nil {
+			return err
+		}
+		defer p.Stop()
+		s.NodePlugins = append(s.NodePlugins, np)
 	}
 	data, _ := json.MarshalIndent(s, "", "  ")
 	if err := os.WriteFile(statePath(dir), data, 0o600); err != nil {

@@ -1,6 +1,7 @@
 package devcluster_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gpuslice/gpuslice/acctest/clustertest"
 	"github.com/gpuslice/gpuslice/acctest/devcluster"
@@ -57,6 +64,35 @@ func TestUpEnvDown(t *testing.T) {
 		if out, err := kc.CombinedOutput(); err != nil || !strings.Contains(string(out), "node/gpu-node-1") {
 			t.Fatalf("kubectl get nodes: %v\n%s", err, out)
 		}
+	}
+
+	// The node plugin runs for the node: its slices are published and its
+	// socket answers.
+	if len(state.NodePlugins) != 1 || state.NodePlugins[0].Node != "gpu-node-1" {
+		t.Fatalf("state lists node plugins %+v, want one for gpu-node-1", state.NodePlugins)
+	}
+	if _, err := os.Stat(state.NodePlugins[0].Socket); err != nil {
+		t.Errorf("node plugin socket: %v", err)
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", state.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(rc)
+	devices := 0
+	// publishing is asynchronous: allow the slice controller a moment
+	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=gpu-node-1"})
+		devices = 0
+		if err == nil {
+			for _, s := range slices.Items {
+				devices += len(s.Spec.Devices)
+			}
+		}
+		return devices == 7, nil
+	})
+	if devices != 7 {
+		t.Errorf("gpu-node-1 publishes %d devices, want 7 (one V100 as 4×25 %%, 2×50 %%, 1×100 %%)", devices)
 	}
 
 	children := childPIDs(t, state.PID)

@@ -22,6 +22,8 @@ type evaluator struct {
 	dir    string
 	g      *graph
 	models tables.GPUModels
+	// prefix is the module path of the resources, "" in the root module.
+	prefix string
 }
 
 // context builds the evaluation context of a node from the values of the
@@ -84,7 +86,7 @@ func blockSpec(b schema.Block) hcldec.ObjectSpec {
 // type, appends it to the stack and records its value (with computed
 // attributes) for the resources and outputs that refer to it.
 func (e *evaluator) resource(n *node, stack *spec.Stack) diag.Diagnostics {
-	addr := n.addr
+	addr := e.prefix + n.addr
 	var diags diag.Diagnostics
 	for name, attr := range n.body.Attributes {
 		if a, ok := n.resource.Attribute(name); ok && a.Computed {

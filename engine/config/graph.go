@@ -20,6 +20,7 @@ const (
 	kindLocal
 	kindResource
 	kindOutput
+	kindModule
 )
 
 // node is one thing that has a value: var.x, local.y,
@@ -41,6 +42,10 @@ type node struct {
 
 	description string // kindOutput
 	sensitive   bool   // kindOutput
+
+	source      string         // kindModule
+	sourceRange hcl.Range      // kindModule
+	inputs      hcl.Attributes // kindModule
 
 	value cty.Value
 }
@@ -128,8 +133,11 @@ func buildGraph(f *files) (*graph, diag.Diagnostics) {
 				diags = append(diags, errAt(block.DefRange, "Data sources are not read by the gpuslice CLI",
 					fmt.Sprintf("data %q %q is evaluated by the Terraform provider only; with the CLI, use `gpuslice status` or a resource attribute instead", block.Labels[0], block.Labels[1])))
 			case "module":
-				diags = append(diags, errAt(block.DefRange, "Modules are not supported by the gpuslice CLI",
-					"apply configurations that call modules with terraform or tofu; the CLI reads one directory of resources"))
+				n, ds := moduleNode(block)
+				diags = append(diags, ds...)
+				if n != nil {
+					add(n)
+				}
 			}
 		}
 	}
@@ -198,6 +206,10 @@ func (g *graph) resolveRefs(n *node) diag.Diagnostics {
 		traversals = n.expr.Variables()
 	case kindResource:
 		traversals = bodyVariables(n.body)
+	case kindModule:
+		for _, a := range n.inputs {
+			traversals = append(traversals, a.Expr.Variables()...)
+		}
 	}
 	traversals = append(traversals, n.dependsOn...)
 	var diags diag.Diagnostics
@@ -238,6 +250,18 @@ func (g *graph) refAddr(t hcl.Traversal) (string, *diag.Diagnostic) {
 	switch root {
 	case "path", "terraform":
 		return "", nil
+	case "module":
+		name, ok := attrAt(1)
+		if !ok {
+			d := errAt(rng, "Invalid reference", "write module.<name>.<output>")
+			return "", &d
+		}
+		addr := "module." + name
+		if _, ok := g.nodes[addr]; !ok {
+			d := errAt(rng, "Reference to undeclared module", fmt.Sprintf("%s is not declared%s", addr, diag.Suggest(addr, g.addrsWithPrefix("module."))))
+			return "", &d
+		}
+		return addr, nil
 	case "var", "local":
 		name, ok := attrAt(1)
 		if !ok {
@@ -265,9 +289,17 @@ func (g *graph) refAddr(t hcl.Traversal) (string, *diag.Diagnostic) {
 		}
 		return addr, nil
 	}
-	roots := append([]string{"var", "local", "path", "terraform"}, resourceTypes()...)
-	d := errAt(rng, "Unknown reference", fmt.Sprintf("%q is not something an expression can refer to%s; use var.<name>, local.<name> or <resource type>.<name>.<attribute>", root, diag.Suggest(root, roots)))
+	roots := append([]string{"var", "local", "module", "path", "terraform"}, resourceTypes()...)
+	d := errAt(rng, "Unknown reference", fmt.Sprintf("%q is not something an expression can refer to%s; use var.<name>, local.<name>, module.<name>.<output> or <resource type>.<name>.<attribute>", root, diag.Suggest(root, roots)))
 	return "", &d
+}
+
+func (g *graph) variableNames() []string {
+	var out []string
+	for _, v := range g.variables {
+		out = append(out, v.name)
+	}
+	return out
 }
 
 func (g *graph) addrsWithPrefix(prefix string) []string {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -34,8 +33,9 @@ type Config struct {
 	// Outputs in name order, evaluated with what is known before apply.
 	Outputs []Output
 
-	absDir    string
-	graph     *graph
+	root *module
+	// resources by full address (module.<name>. prefixes included), for
+	// Locate.
 	resources map[string]*node
 	models    tables.GPUModels
 }
@@ -51,9 +51,9 @@ type Output struct {
 }
 
 // Load reads the *.tf files in dir, resolves variables, evaluates locals,
-// resources and outputs in dependency order, validates the resulting stack
-// and returns it. Diagnostics carry file:line:column; on errors the Config
-// may be partial.
+// resources, modules and outputs in dependency order, validates the
+// resulting stack and returns it. Diagnostics carry file:line:column; on
+// errors the Config may be partial.
 func Load(dir string, opts Options) (*Config, diag.Diagnostics) {
 	if opts.GPUModels == nil {
 		opts.GPUModels = tables.BuiltinGPUModels()
@@ -70,13 +70,11 @@ func Load(dir string, opts Options) (*Config, diag.Diagnostics) {
 	if f == nil || diags.HasErrors() {
 		return nil, diags
 	}
-	c := &Config{Dir: dir, absDir: abs, models: opts.GPUModels, resources: map[string]*node{}}
 	g, ds := buildGraph(f)
 	diags = append(diags, ds...)
 	if ds.HasErrors() {
 		return nil, diags
 	}
-	c.graph = g
 
 	raw, ds := collectValues(dir, opts.VarOptions, func(path string) (hcl.Attributes, diag.Diagnostics) {
 		file, hd := f.parser.ParseHCLFile(path)
@@ -91,11 +89,7 @@ func Load(dir string, opts Options) (*Config, diag.Diagnostics) {
 		if _, ok := g.nodes["var."+name]; ok {
 			continue
 		}
-		var declared []string
-		for _, v := range g.variables {
-			declared = append(declared, v.name)
-		}
-		d := diag.Diagnostic{Summary: "Value for undeclared variable", Detail: fmt.Sprintf("%s sets %q, which no variable block declares%s", rv.source, name, diag.Suggest(name, declared))}
+		d := diag.Diagnostic{Summary: "Value for undeclared variable", Detail: fmt.Sprintf("%s sets %q, which no variable block declares%s", rv.source, name, diag.Suggest(name, g.variableNames()))}
 		if rv.text != nil && rv.source == "-var "+name {
 			d.Severity = diag.Error
 		} else {
@@ -107,42 +101,15 @@ func Load(dir string, opts Options) (*Config, diag.Diagnostics) {
 		diags = append(diags, d)
 	}
 
-	order, ds := g.order()
+	c := &Config{Dir: dir, models: opts.GPUModels, resources: map[string]*node{}}
+	stack := &spec.Stack{Name: stackName}
+	c.root = &module{absDir: abs, graph: g, children: map[string]*module{}}
+	ds = c.root.eval(c, raw, stack, 0)
 	diags = append(diags, ds...)
-	if ds.HasErrors() {
+	if ds.HasErrors() && c.root.outputs == nil {
 		return nil, diags
 	}
-	stack := &spec.Stack{Name: stackName}
-	ev := &evaluator{dir: abs, g: g, models: opts.GPUModels}
-	for _, n := range order {
-		switch n.kind {
-		case kindVariable:
-			var rv *rawValue
-			if r, ok := raw[n.variable.name]; ok {
-				rv = &r
-			}
-			val, ds := n.variable.resolve(rv)
-			diags = append(diags, ds...)
-			if ds.HasErrors() {
-				n.value = cty.DynamicVal
-				continue
-			}
-			diags = append(diags, n.variable.validate(val)...)
-			n.value = val
-		case kindLocal, kindOutput:
-			val, ds := ev.expr(n, n.expr)
-			diags = append(diags, ds...)
-			n.value = val
-		case kindResource:
-			ds := ev.resource(n, stack)
-			diags = append(diags, ds...)
-			c.resources[n.addr] = n
-		}
-	}
-	for _, n := range g.outputs {
-		c.Outputs = append(c.Outputs, Output{Name: n.name, Description: n.description, Sensitive: n.sensitive, Value: n.value})
-	}
-	sort.Slice(c.Outputs, func(i, j int) bool { return c.Outputs[i].Name < c.Outputs[j].Name })
+	c.Outputs = c.root.outputs
 	c.Stack = stack
 	if diags.HasErrors() {
 		return c, diags

@@ -1,9 +1,14 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/gpuslice/gpuslice/engine/diag"
 )
 
 func TestLoadGoodConfig(t *testing.T) {
@@ -57,5 +62,70 @@ func TestLoadGoodConfig(t *testing.T) {
 	}
 	if v := outputs["node"]; v.IsKnown() {
 		t.Errorf("output node should be unknown before apply, got %#v", v)
+	}
+}
+
+// The quickstart calls the llm-on-slice module: its workload joins the
+// stack under a module address with the inputs the root passed, and its
+// outputs reach the root's once apply reports the computed attributes.
+func TestLoadLocalModule(t *testing.T) {
+	c, diags := Load("../../examples/quickstart", Options{VarOptions: VarOptions{Vars: []string{"wait_for=scheduled"}, Env: []string{}}})
+	if diags.HasErrors() {
+		t.Fatalf("unexpected diagnostics:\n%v", diags.Err())
+	}
+	if len(c.Stack.Workloads) != 1 {
+		t.Fatalf("workloads: %+v", c.Stack.Workloads)
+	}
+	w := c.Stack.Workloads[0]
+	if w.Address != "module.ollama.gpuslice_workload.llm" || w.Namespace != "team-a" || w.Package != "v100-8gi" || w.WaitFor != "scheduled" ||
+		w.Container.Env["OLLAMA_CONTEXT_LENGTH"] != "16384" || w.Model == nil || w.Model.ContextLength != 16384 {
+		t.Fatalf("module workload = %+v", w)
+	}
+	if d := c.Locate(diag.Diagnostic{Address: w.Address, Attribute: "container.image"}); d.Range == nil || !strings.HasSuffix(d.Range.Filename, "modules/llm-on-slice/main.tf") {
+		t.Errorf("a module resource's attribute is located at %+v", d.Range)
+	}
+	outs, ds := c.EvalOutputs(map[string]map[string]string{w.Address: {"node": "gpu-node-1", "device": "gpu-0-25pct-1", "claim": "c", "service_address": "ollama.team-a.svc:11434"}})
+	if ds.HasErrors() {
+		t.Fatal(ds.Err())
+	}
+	got := map[string]string{}
+	for _, o := range outs {
+		if o.Value.IsKnown() && o.Value.Type() == cty.String {
+			got[o.Name] = o.Value.AsString()
+		}
+	}
+	if got["node"] != "gpu-node-1" || got["slice"] != "gpu-0-25pct-1" || got["service_address"] != "ollama.team-a.svc:11434" {
+		t.Errorf("outputs after apply = %v", got)
+	}
+}
+
+func TestModuleErrors(t *testing.T) {
+	for _, c := range []struct{ name, tf, want string }{
+		{"registry source", `module "m" { source = "hashicorp/consul/aws" }`, "Only local modules"},
+		{"missing dir", `module "m" { source = "./nowhere" }`, "Module not found"},
+		{"unknown input", `module "m" {
+  source    = "../../../examples/modules/llm-on-slice"
+  namespace = "a"
+  package   = "p"
+  contex_length = 1
+}`, `has no variable "contex_length" (did you mean "context_length"?)`},
+		{"count", `module "m" {
+  source = "../../../examples/modules/llm-on-slice"
+  count  = 2
+}`, "Unsupported module argument"},
+		{"undeclared module", `output "x" { value = module.nope.y }`, "Reference to undeclared module"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// A module source is relative to the calling configuration.
+			dir := t.TempDir()
+			wd, _ := os.Getwd()
+			examples, _ := filepath.Rel(dir, filepath.Join(wd, "../../examples"))
+			tf := strings.ReplaceAll(c.tf, "../../../examples", examples)
+			os.WriteFile(filepath.Join(dir, "main.tf"), []byte(tf), 0o644)
+			_, diags := Load(dir, Options{VarOptions: VarOptions{Env: []string{}}})
+			if !diags.HasErrors() || !strings.Contains(diags.Err().Error(), c.want) {
+				t.Fatalf("diagnostics = %v, want %q", diags, c.want)
+			}
+		})
 	}
 }

@@ -119,6 +119,7 @@ type rawValue struct {
 	source string         // e.g. "-var", "terraform.tfvars:3"
 	text   *string        // -var and TF_VAR_ values: literal text
 	expr   hcl.Expression // tfvars values
+	value  *cty.Value     // module inputs, evaluated by the caller
 	rng    *hcl.Range
 }
 
@@ -195,6 +196,8 @@ func (v *variable) resolve(raw *rawValue) (cty.Value, diag.Diagnostics) {
 	}
 	var val cty.Value
 	switch {
+	case raw.value != nil:
+		val = *raw.value
 	case raw.text != nil && (v.typ == cty.String || v.typ == cty.DynamicPseudoType):
 		val = cty.StringVal(*raw.text)
 	case raw.text != nil:

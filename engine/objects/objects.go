@@ -93,7 +93,14 @@ var kinds = []Kind{
 	{GVR: schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, Kind: "Namespace", Level: LevelNamespace, Release: true},
 	{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: "ConfigMap", Namespaced: true, Level: LevelCluster},
 	{GVR: schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}, Kind: "DeviceClass", Level: LevelCluster},
+	// Policies and their bindings come before quotas and everything tenants
+	// run, so nothing is ever created in a tenant namespace unchecked.
+	{GVR: schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}, Kind: "ValidatingAdmissionPolicy", Level: LevelCluster},
+	{GVR: schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}, Kind: "ValidatingAdmissionPolicyBinding", Level: LevelCluster},
+	{GVR: schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}, Kind: "ClusterRole", Level: LevelCluster},
 	{GVR: schema.GroupVersionResource{Version: "v1", Resource: "resourcequotas"}, Kind: "ResourceQuota", Namespaced: true, Level: LevelQuota},
+	{GVR: schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}, Kind: "RoleBinding", Namespaced: true, Level: LevelQuota,
+		Immutable: [][]string{{"roleRef"}}},
 	{GVR: schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaimtemplates"}, Kind: "ResourceClaimTemplate", Namespaced: true, Level: LevelSupport,
 		Immutable: [][]string{{"spec"}}},
 	{GVR: schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, Kind: "PersistentVolumeClaim", Namespaced: true, Level: LevelSupport,

@@ -34,5 +34,17 @@ func (r renderer) platform(p *spec.Platform) ([]objects.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []objects.Object{ns, cm}, nil
+	role, err := r.tenantClusterRole(p)
+	if err != nil {
+		return nil, err
+	}
+	out := []objects.Object{ns, cm, role}
+	if p.AdmissionPolicies {
+		policies, err := r.policies(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, policies...)
+	}
+	return out, nil
 }

@@ -42,7 +42,11 @@ func (r renderer) quota(q *spec.Quota) ([]objects.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []objects.Object{nsObj, rq}, nil
+	binding, err := r.tenantRoleBinding(q)
+	if err != nil {
+		return nil, err
+	}
+	return append([]objects.Object{nsObj, rq}, binding...), nil
 }
 
 // QuotaHard is the ResourceQuota's hard limits for a quota of the stack.

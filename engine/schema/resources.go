@@ -49,6 +49,8 @@ var Quota = Resource{
 		str("cpu_limits", "Pooled `limits.cpu`."),
 		str("memory_limits", "Pooled `limits.memory`."),
 		{Name: "max_claims", Type: cty.Number, Description: "Maximum number of ResourceClaims in the namespace (`count/resourceclaims.resource.k8s.io`)."},
+		{Name: "tenant_users", Type: cty.List(cty.String), Description: "Users granted the platform's `gpuslice-tenant` role in the namespace (a RoleBinding): run workloads and claim slices, but not change quotas, device classes or admission policies."},
+		{Name: "tenant_groups", Type: cty.List(cty.String), Description: "Groups granted the `gpuslice-tenant` role in the namespace, e.g. `team-a` or `system:serviceaccounts:team-a`."},
 	}},
 }
 

@@ -53,6 +53,8 @@ type Quota struct {
 	CPULimits      string           `json:"cpu_limits"`
 	MemoryLimits   string           `json:"memory_limits"`
 	MaxClaims      *int64           `json:"max_claims"`
+	TenantUsers    []string         `json:"tenant_users"`
+	TenantGroups   []string         `json:"tenant_groups"`
 }
 
 // Workload is gpuslice_workload.

@@ -182,6 +182,24 @@ func (v *validator) quota(q *Quota, packages map[string]bool) {
 	if q.MaxClaims != nil && *q.MaxClaims < 0 {
 		v.errorf(q.Address, "max_claims", "Negative claim count", "%d: use 0 or more", *q.MaxClaims)
 	}
+	v.subjects(q.Address, "tenant_users", q.TenantUsers)
+	v.subjects(q.Address, "tenant_groups", q.TenantGroups)
+}
+
+// subjects checks user or group names for the tenant RoleBinding: the API
+// server accepts any non-empty name, so only blanks and repeats are caught.
+func (v *validator) subjects(addr, attr string, names []string) {
+	seen := map[string]bool{}
+	for i, name := range names {
+		at := fmt.Sprintf("%s[%d]", attr, i)
+		switch {
+		case strings.TrimSpace(name) == "":
+			v.errorf(addr, at, "Empty name", "%s lists an empty name; remove it or write the user or group as your cluster's authentication reports it", attr)
+		case seen[name]:
+			v.errorf(addr, at, "Duplicate name", "%q is listed twice in %s", name, attr)
+		}
+		seen[name] = true
+	}
 }
 
 // shimEnv are environment variables a workload may not set: the node plugin

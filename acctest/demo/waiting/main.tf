@@ -1,0 +1,44 @@
+# Two whole-GPU trainers for team-b, applied with the gpuslice CLI (with a
+# package of its own: the quickstart's belong to the Terraform state). The
+# demo cluster has two V100s and the quickstart's Ollama holds a quarter of
+# one: one trainer gets the free GPU, the other waits for a whole one.
+resource "gpuslice_package" "whole" {
+  name      = "v100-32gi-train"
+  gpu_model = "Tesla V100-PCIE-32GB"
+  fraction  = 100
+}
+
+resource "gpuslice_quota" "team_b" {
+  namespace       = "team-b"
+  slices          = { (gpuslice_package.whole.name) = 2 }
+  cpu_requests    = "4"
+  memory_requests = "16Gi"
+}
+
+resource "gpuslice_workload" "trainer_1" {
+  namespace = gpuslice_quota.team_b.namespace
+  name      = "trainer-1"
+  package   = gpuslice_package.whole.name
+  kind      = "job"
+  wait_for  = "none"
+  container {
+    image          = "nvidia/cuda:12.6.3-runtime-ubuntu22.04"
+    command        = ["python3", "train.py"]
+    cpu_request    = "1"
+    memory_request = "4Gi"
+  }
+}
+
+resource "gpuslice_workload" "trainer_2" {
+  namespace = gpuslice_quota.team_b.namespace
+  name      = "trainer-2"
+  package   = gpuslice_package.whole.name
+  kind      = "job"
+  wait_for  = "none"
+  container {
+    image          = "nvidia/cuda:12.6.3-runtime-ubuntu22.04"
+    command        = ["python3", "train.py"]
+    cpu_request    = "1"
+    memory_request = "4Gi"
+  }
+}

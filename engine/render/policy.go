@@ -1,0 +1,111 @@
+package render
+
+import (
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpuslice/gpuslice/engine/objects"
+	"github.com/gpuslice/gpuslice/engine/spec"
+)
+
+// Names of the ValidatingAdmissionPolicies gpuslice_platform installs. Each
+// binding has the name of its policy.
+//
+// The platform is one Terraform resource and does not know the packages or
+// quotas, so the policies are static and bound to every namespace carrying
+// the tenant label. What differs per namespace — which packages it may
+// claim — is read at admission time from the namespace's own gpuslice
+// ResourceQuota (the claim-grants binding's paramRef): the grant follows the
+// quota the moment it changes, with no second object to keep in step, and
+// tenants cannot edit it (RBAC gives them read access only).
+const (
+	PolicyRawGPU          = "gpuslice-no-raw-gpu"
+	PolicySliceIsolation  = "gpuslice-slice-isolation"
+	PolicyReservedEnvKeys = "gpuslice-reserved-env-keys"
+	PolicyClaimShape      = "gpuslice-claim-shape"
+	PolicyClaimGrants     = "gpuslice-claim-grants"
+)
+
+// policy is one ValidatingAdmissionPolicy with how it is bound.
+type policy struct {
+	spec     admissionv1.ValidatingAdmissionPolicySpec
+	paramRef *admissionv1.ParamRef
+}
+
+// policies renders the platform's admission policies and their bindings,
+// bound to the namespaces labelled <tenant label>=true and to no other.
+func (r renderer) policies(p *spec.Platform) ([]objects.Object, error) {
+	all := map[string]policy{
+		PolicyRawGPU:          rawGPUPolicy(),
+		PolicySliceIsolation:  sliceIsolationPolicy(),
+		PolicyReservedEnvKeys: reservedEnvKeysPolicy(),
+		PolicyClaimShape:      claimShapePolicy(),
+		PolicyClaimGrants:     claimGrantsPolicy(),
+	}
+	tenants := &metav1.LabelSelector{MatchLabels: map[string]string{r.tenantLabel(): "true"}}
+	var out []objects.Object
+	for _, name := range []string{PolicyRawGPU, PolicySliceIsolation, PolicyReservedEnvKeys, PolicyClaimShape, PolicyClaimGrants} {
+		pol := all[name]
+		// A policy that cannot be evaluated denies: an escape must never
+		// pass because an expression failed.
+		pol.spec.FailurePolicy = ptr.To(admissionv1.Fail)
+		vap, err := object(p.Address, &admissionv1.ValidatingAdmissionPolicy{
+			ObjectMeta: r.meta(p.Address, "", name, nil),
+			Spec:       pol.spec,
+		}, "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy")
+		if err != nil {
+			return nil, err
+		}
+		binding, err := object(p.Address, &admissionv1.ValidatingAdmissionPolicyBinding{
+			ObjectMeta: r.meta(p.Address, "", name, nil),
+			Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+				PolicyName:        name,
+				ParamRef:          pol.paramRef,
+				ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+				MatchResources:    &admissionv1.MatchResources{NamespaceSelector: tenants},
+			},
+		}, "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vap, binding)
+	}
+	return out, nil
+}
+
+// rules matches operations on resources of one API group.
+func rules(group string, ops []admissionv1.OperationType, resources ...string) admissionv1.NamedRuleWithOperations {
+	return admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
+		Operations: ops,
+		Rule:       admissionv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: resources},
+	}}
+}
+
+var createUpdate = []admissionv1.OperationType{admissionv1.Create, admissionv1.Update}
+
+// deny is a validation with its own message: expression must hold, and
+// message says what is wrong and what to do instead.
+func deny(expression, message string) admissionv1.Validation {
+	return admissionv1.Validation{
+		Expression:        expression,
+		MessageExpression: message,
+		Reason:            ptr.To(metav1.StatusReasonForbidden),
+	}
+}
+
+// celList renders strings as a CEL list literal.
+func celList(items []string) string {
+	out := "["
+	for i, s := range items {
+		if i > 0 {
+			out += ", "
+		}
+		out += celString(s)
+	}
+	return out + "]"
+}
+
+// celString quotes s as a CEL string literal (the inputs are fixed names
+// and paths without quotes or backslashes).
+func celString(s string) string { return "'" + s + "'" }

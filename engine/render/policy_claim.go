@@ -1,0 +1,122 @@
+package render
+
+import (
+	"strings"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpuslice/gpuslice/contract"
+)
+
+// claimKinds are the resources whose device requests a tenant writes.
+func claimKinds(ops []admissionv1.OperationType) *admissionv1.MatchResources {
+	return &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{
+		rules("resource.k8s.io", ops, "resourceclaims", "resourceclaimtemplates"),
+	}}
+}
+
+// claimVariables find the claim spec of a ResourceClaim or of the claims a
+// ResourceClaimTemplate stamps out, the labels those claims carry, and the
+// field path to name in messages.
+func claimVariables() []admissionv1.Variable {
+	return []admissionv1.Variable{
+		{Name: "isTemplate", Expression: `request.kind.kind == 'ResourceClaimTemplate'`},
+		{Name: "devicesPath", Expression: `variables.isTemplate ? 'spec.spec.devices' : 'spec.devices'`},
+		{Name: "devices", Expression: `(variables.isTemplate ? object.spec.spec : object.spec).?devices.orValue({})`},
+		{Name: "requests", Expression: `variables.devices.?requests.orValue([])`},
+		{Name: "exact", Expression: `variables.requests.filter(r, has(r.exactly))`},
+		{Name: "claimLabels", Expression: `variables.isTemplate ? object.spec.?metadata.?labels.orValue({}) : object.metadata.?labels.orValue({})`},
+	}
+}
+
+// requestField is a CEL list of "<path>.requests[<name>].exactly.<field>"
+// for the exact requests where the CEL condition bad (over r.exactly as e)
+// holds.
+func requestField(field, bad string) string {
+	return `variables.exact.filter(r, [r.exactly].exists(e, ` + bad + `))` +
+		`.map(r, variables.devicesPath + '.requests[' + r.name + '].exactly.` + field + `')`
+}
+
+// documentedShape is how a claim template looks when the engine renders it.
+const documentedShape = `exactly { deviceClassName: <package>, count: 1 } with the label ` + contract.LabelPackage + `: <package>`
+
+// claimShapePolicy admits only the documented claim shape: one request,
+// exactly one device of a class, nothing that widens or reconfigures what
+// the class selects. Claim specs are immutable, so updates are checked only
+// when they change labels (the resourceclaim controller's finalizer updates
+// must never be refused).
+func claimShapePolicy() policy {
+	exactFields := []string{"deviceClassName", "count", "allocationMode", "selectors", "adminAccess", "capacity", "tolerations"}
+	shape := func(field, bad, why string) admissionv1.Validation {
+		list := requestField(field, bad)
+		return deny(`size(`+list+`) == 0`, list+`[0] + ': `+strings.ReplaceAll(why, "'", `\'`)+`; a gpuslice claim is `+documentedShape+`'`)
+	}
+	label := `variables.claimLabels[?'` + contract.LabelPackage + `'].orValue('')`
+	return policy{spec: admissionv1.ValidatingAdmissionPolicySpec{
+		MatchConstraints: claimKinds(createUpdate),
+		MatchConditions: []admissionv1.MatchCondition{{Name: "creates-or-relabels", Expression: `request.operation == 'CREATE' || ` +
+			`object.metadata.?labels.orValue({}) != oldObject.metadata.?labels.orValue({})`}},
+		Variables: claimVariables(),
+		Validations: []admissionv1.Validation{
+			deny(`size(variables.requests) == 1`,
+				`variables.devicesPath + '.requests has ' + string(size(variables.requests)) + ' requests: one claim is one slice; `+
+					`write one request, `+documentedShape+`, and use one claim per slice'`),
+			deny(`variables.requests.all(r, !has(r.firstAvailable))`,
+				`variables.devicesPath + '.requests[' + variables.requests.filter(r, has(r.firstAvailable))[0].name + '].firstAvailable: `+
+					`alternatives are not part of a gpuslice claim; request one package: `+documentedShape+`'`),
+			shape("selectors", `has(e.selectors)`, `the package's DeviceClass already selects the GPU model and slice size; remove the selectors, or use another package`),
+			shape("adminAccess", `e.?adminAccess.orValue(false)`, `admin access reaches devices in use by other tenants; remove adminAccess`),
+			shape("capacity", `has(e.capacity)`, `a slice's memory and compute are fixed by its package; remove capacity and pick a package of the size you need`),
+			shape("allocationMode", `e.?allocationMode.orValue('ExactCount') != 'ExactCount'`, `allocationMode All would take every matching slice; remove allocationMode`),
+			shape("count", `e.?count.orValue(1) != 1`, `one claim is one slice; set count to 1 and use one claim (or one replica) per slice`),
+			shape("tolerations", `has(e.tolerations)`, `tolerations would place the claim on slices taken out of service; remove tolerations`),
+			deny(`!has(variables.devices.config)`,
+				`variables.devicesPath + '.config: the gpuslice node plugin configures the slice from its package; remove the opaque config'`),
+			deny(`!has(variables.devices.constraints)`,
+				`variables.devicesPath + '.constraints: a gpuslice claim has one request and no constraints; remove them'`),
+			// Fields added to the API later are refused until gpuslice knows
+			// what they do.
+			deny(`variables.devices.all(k, k in ['requests', 'config', 'constraints'])`,
+				`variables.devicesPath + '.' + variables.devices.filter(k, !(k in ['requests', 'config', 'constraints']))[0] + ': not part of a gpuslice claim; remove it'`),
+			deny(`variables.exact.all(r, r.exactly.all(k, k in `+celList(exactFields)+`))`,
+				`variables.exact.filter(r, !r.exactly.all(k, k in `+celList(exactFields)+`)).map(r, variables.devicesPath + '.requests[' + r.name + `+
+					`'].exactly.' + r.exactly.filter(k, !(k in `+celList(exactFields)+`))[0])[0] + ': not part of a gpuslice claim; remove it; a gpuslice claim is `+documentedShape+`'`),
+			deny(`size(variables.exact) != 1 || `+label+` == variables.exact[0].exactly.deviceClassName`,
+				`(variables.isTemplate ? 'spec.metadata' : 'metadata') + '.labels[`+contract.LabelPackage+`] is \'' + `+label+` + '\' but the claim requests class \'' + `+
+					`variables.exact[0].exactly.deviceClassName + '\': label the claim with its package (the DeviceClass name)'`),
+			deny(`!variables.isTemplate || size(variables.exact) != 1 || !(`+celString(contract.LabelPackage)+` in object.metadata.?labels.orValue({})) || `+
+				`object.metadata.labels[`+celString(contract.LabelPackage)+`] == variables.exact[0].exactly.deviceClassName`,
+				`'metadata.labels[`+contract.LabelPackage+`] is \'' + object.metadata.labels[`+celString(contract.LabelPackage)+`] + '\' but the template requests class \'' + `+
+					`variables.exact[0].exactly.deviceClassName + '\': label the template with its package (the DeviceClass name)'`),
+		},
+	}}
+}
+
+// grantSuffix ends the ResourceQuota key counting a class's devices.
+const grantSuffix = ".deviceclass.resource.k8s.io/devices"
+
+// claimGrantsPolicy admits a claim only for a class the namespace's
+// gpuslice ResourceQuota grants at least one device of. The quota is the
+// binding's params object, looked up in the claim's namespace; without it
+// the claim is refused. Checked on create only: a claim made under a grant
+// stays valid when the grant is withdrawn (the quota still counts it).
+func claimGrantsPolicy() policy {
+	return policy{
+		spec: admissionv1.ValidatingAdmissionPolicySpec{
+			ParamKind:        &admissionv1.ParamKind{APIVersion: "v1", Kind: "ResourceQuota"},
+			MatchConstraints: claimKinds([]admissionv1.OperationType{admissionv1.Create}),
+			Variables: append(claimVariables(),
+				admissionv1.Variable{Name: "granted", Expression: `params.spec.?hard.orValue({}).filter(k, k.endsWith('` + grantSuffix + `') && ` +
+					`quantity(string(params.spec.hard[k])).isGreaterThan(quantity('0'))).map(k, k.substring(0, size(k) - ` +
+					`size('` + grantSuffix + `')))`},
+				admissionv1.Variable{Name: "notGranted", Expression: `variables.exact.map(r, r.exactly.deviceClassName).filter(c, !(c in variables.granted))`},
+			),
+			Validations: []admissionv1.Validation{deny(`size(variables.notGranted) == 0`,
+				`'deviceClassName ' + variables.notGranted[0] + ' is not granted to namespace ' + request.namespace + ': its gpuslice quota grants ' + `+
+					`(size(variables.granted) == 0 ? 'no package' : variables.granted.sort().join(', ')) + '; use one of those, `+
+					`or ask the platform team to add the package to the namespace\'s gpuslice_quota'`)},
+		},
+		paramRef: &admissionv1.ParamRef{Name: QuotaName, ParameterNotFoundAction: ptr.To(admissionv1.DenyAction)},
+	}
+}

@@ -1,0 +1,128 @@
+// Package cdispec writes the Container Device Interface spec of a prepared
+// claim: the GPU's device nodes and driver files, the shim library and an
+// /etc/ld.so.preload that loads it, the slice's limits in the environment,
+// and the claim's accounting directory. One spec file per claim, named
+// after the claim's UID, so a container runtime never reuses a stale one.
+package cdispec
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/parser"
+	specs "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/nodeplugin/shim"
+)
+
+// Vendor and class of gpuslice's CDI devices: gpuslice.dev/claim=<claim UID>.
+const (
+	Vendor = contract.DriverName
+	Class  = "claim"
+	Kind   = Vendor + "/" + Class
+)
+
+// EnvGPUUUID tells programs in the container which physical GPU the slice is on.
+const EnvGPUUUID = "GPUSLICE_GPU_UUID"
+
+// Slice is what the spec of one claim needs to know.
+type Slice struct {
+	ClaimUID    string
+	GPUUUID     string
+	GPUMinor    int
+	MemoryBytes uint64
+	Fraction    int // compute share, percent
+	// AccountingDir is the claim's host directory holding the shim's region.
+	AccountingDir string
+}
+
+// Host is where the node's shared files are.
+type Host struct {
+	// ShimLibrary is the host path of the installed, versioned shim library.
+	ShimLibrary string
+	// PreloadFile is a host file holding shim.PreloadFileContent.
+	PreloadFile string
+	// DriverFiles are the driver's libraries and tools (FindDriverFiles).
+	DriverFiles []DriverFile
+}
+
+// DeviceID is the qualified CDI device name of a claim's slice.
+func DeviceID(claimUID string) string { return parser.QualifiedName(Vendor, Class, claimUID) }
+
+// SpecName is the file name (without directory) of a claim's spec.
+func SpecName(claimUID string) string {
+	return cdi.GenerateTransientSpecName(Vendor, Class, claimUID) + ".json"
+}
+
+// Build returns the spec of one claim.
+func Build(s Slice, h Host) (*specs.Spec, error) {
+	edits := specs.ContainerEdits{
+		Env: []string{
+			shim.EnvMemoryLimit + "=" + strconv.FormatUint(s.MemoryBytes, 10),
+			shim.EnvComputeShare + "=" + strconv.Itoa(s.Fraction),
+			shim.EnvAccountingDir + "=" + shim.ContainerAccountingDir,
+			EnvGPUUUID + "=" + s.GPUUUID,
+			"CUDA_VISIBLE_DEVICES=" + s.GPUUUID,
+			"NVIDIA_VISIBLE_DEVICES=" + s.GPUUUID,
+		},
+		Mounts: []*specs.Mount{
+			{HostPath: h.ShimLibrary, ContainerPath: shim.ContainerLibraryPath, Options: []string{"ro", "nosuid", "nodev", "bind"}},
+			{HostPath: h.PreloadFile, ContainerPath: shim.ContainerPreloadPath, Options: []string{"ro", "nosuid", "nodev", "bind"}},
+			{HostPath: s.AccountingDir, ContainerPath: shim.ContainerAccountingDir, Options: []string{"rw", "nosuid", "nodev", "noexec", "bind"}},
+		},
+	}
+	for _, path := range []string{fmt.Sprintf("/dev/nvidia%d", s.GPUMinor), "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"} {
+		edits.DeviceNodes = append(edits.DeviceNodes, &specs.DeviceNode{Path: path, Permissions: "rw"})
+	}
+	for _, f := range h.DriverFiles {
+		edits.Mounts = append(edits.Mounts, &specs.Mount{HostPath: f.HostPath, ContainerPath: f.ContainerPath, Options: []string{"ro", "nosuid", "nodev", "bind"}})
+	}
+	spec := &specs.Spec{
+		Kind:    Kind,
+		Devices: []specs.Device{{Name: s.ClaimUID, ContainerEdits: edits}},
+	}
+	v, err := cdi.MinimumRequiredVersion(spec)
+	if err != nil {
+		return nil, fmt.Errorf("CDI spec of claim %s: %w", s.ClaimUID, err)
+	}
+	spec.Version = v
+	return spec, nil
+}
+
+// Writer writes and removes claim specs in one CDI spec directory.
+type Writer struct {
+	dir   string
+	cache *cdi.Cache
+}
+
+// NewWriter writes specs into dir (e.g. /var/run/cdi, which the container
+// runtime reads).
+func NewWriter(dir string) (*Writer, error) {
+	c, err := cdi.NewCache(cdi.WithSpecDirs(dir), cdi.WithAutoRefresh(false))
+	if err != nil {
+		return nil, fmt.Errorf("CDI spec dir %s: %w", dir, err)
+	}
+	return &Writer{dir: dir, cache: c}, nil
+}
+
+// Write validates spec and writes it atomically as the claim's spec file.
+func (w *Writer) Write(claimUID string, spec *specs.Spec) error {
+	if err := w.cache.WriteSpec(spec, SpecName(claimUID)); err != nil {
+		return fmt.Errorf("write CDI spec of claim %s into %s: %w", claimUID, w.dir, err)
+	}
+	return nil
+}
+
+// Remove deletes the claim's spec; a missing spec is not an error.
+func (w *Writer) Remove(claimUID string) error {
+	if err := w.cache.RemoveSpec(SpecName(claimUID)); err != nil {
+		return fmt.Errorf("remove CDI spec of claim %s from %s: %w", claimUID, w.dir, err)
+	}
+	return nil
+}
+
+// Path is where the claim's spec file lives.
+func (w *Writer) Path(claimUID string) string { return filepath.Join(w.dir, SpecName(claimUID)) }

@@ -1,0 +1,135 @@
+package cdispec_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	specs "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
+	"github.com/gpuslice/gpuslice/nodeplugin/shim"
+)
+
+// fakeDriverRoot lays out a driver root with a real shared object
+// (built by gcc with the soname libcuda.so.1) and an nvidia-smi.
+func fakeDriverRoot(t *testing.T, version string) string {
+	t.Helper()
+	root := t.TempDir()
+	libDir := filepath.Join(root, "usr/lib/x86_64-linux-gnu")
+	os.MkdirAll(libDir, 0o755)
+	os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755)
+	src := filepath.Join(t.TempDir(), "cuda.c")
+	os.WriteFile(src, []byte("int cuInit(unsigned f) { return 0; }\n"), 0o644)
+	out, err := exec.Command("gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", filepath.Join(libDir, "libcuda.so."+version), src).CombinedOutput()
+	if err != nil {
+		t.Fatalf("build a fake libcuda with gcc: %v\n%s", err, out)
+	}
+	// a library of another driver version must not be picked up
+	os.WriteFile(filepath.Join(libDir, "libnvidia-ml.so.470.1"), []byte("old"), 0o644)
+	os.WriteFile(filepath.Join(root, "usr/bin/nvidia-smi"), []byte("#!/bin/sh\n"), 0o755)
+	return root
+}
+
+func TestFindDriverFiles(t *testing.T) {
+	root := fakeDriverRoot(t, "550.54.15")
+	files, err := cdispec.FindDriverFiles(root, "/run/nvidia/driver", "550.54.15")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the plugin reads the driver under root; the specs name host paths
+	lib := "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"
+	want := []cdispec.DriverFile{
+		{HostPath: "/run/nvidia/driver/usr/bin/nvidia-smi", ContainerPath: "/usr/bin/nvidia-smi"},
+		{HostPath: lib, ContainerPath: "/usr/lib/x86_64-linux-gnu/libcuda.so.1"},
+		{HostPath: lib, ContainerPath: "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"},
+	}
+	if !slices.Equal(files, want) {
+		t.Fatalf("found %+v\nwant %+v", files, want)
+	}
+	if files, err := cdispec.FindDriverFiles(t.TempDir(), "/", "550.54.15"); err != nil || len(files) != 0 {
+		t.Errorf("empty root: %v, %v; want nothing and no error", files, err)
+	}
+}
+
+// TestSpecContent writes a claim's spec and reads the file back as a
+// container runtime would, checking every edit the shim relies on.
+func TestSpecContent(t *testing.T) {
+	root := fakeDriverRoot(t, "550.54.15")
+	files, _ := cdispec.FindDriverFiles(root, root, "550.54.15")
+	spec, err := cdispec.Build(cdispec.Slice{
+		ClaimUID: "0b6e4c3a-uid", GPUUUID: "GPU-abc", GPUMinor: 3, MemoryBytes: 8 << 30, Fraction: 25, AccountingDir: "/run/gpuslice/claims/0b6e4c3a-uid",
+	}, cdispec.Host{ShimLibrary: "/var/lib/gpuslice/shim/libgpuslice-1a2b.so", PreloadFile: "/var/lib/gpuslice/ld.so.preload", DriverFiles: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	w, err := cdispec.NewWriter(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write("0b6e4c3a-uid", spec); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(w.Path("0b6e4c3a-uid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got specs.Spec
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Kind != "gpuslice.dev/claim" || len(got.Devices) != 1 || got.Devices[0].Name != "0b6e4c3a-uid" {
+		t.Fatalf("spec kind %q devices %+v", got.Kind, got.Devices)
+	}
+	if cdispec.DeviceID("0b6e4c3a-uid") != "gpuslice.dev/claim=0b6e4c3a-uid" {
+		t.Errorf("device ID %q", cdispec.DeviceID("0b6e4c3a-uid"))
+	}
+	e := got.Devices[0].ContainerEdits
+	for _, env := range []string{"GPUSLICE_MEMORY_LIMIT=8589934592", "GPUSLICE_COMPUTE_SHARE=25", "GPUSLICE_ACCOUNTING_DIR=/run/gpuslice",
+		"GPUSLICE_GPU_UUID=GPU-abc", "CUDA_VISIBLE_DEVICES=GPU-abc", "NVIDIA_VISIBLE_DEVICES=GPU-abc"} {
+		if !slices.Contains(e.Env, env) {
+			t.Errorf("env lacks %s: %v", env, e.Env)
+		}
+	}
+	var nodes []string
+	for _, d := range e.DeviceNodes {
+		nodes = append(nodes, d.Path)
+	}
+	if !slices.Equal(nodes, []string{"/dev/nvidia3", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}) {
+		t.Errorf("device nodes %v", nodes)
+	}
+	mounts := map[string]*specs.Mount{}
+	for _, m := range e.Mounts {
+		mounts[m.ContainerPath] = m
+	}
+	for path, host := range map[string]string{
+		shim.ContainerLibraryPath:                "/var/lib/gpuslice/shim/libgpuslice-1a2b.so",
+		shim.ContainerPreloadPath:                "/var/lib/gpuslice/ld.so.preload",
+		shim.ContainerAccountingDir:              "/run/gpuslice/claims/0b6e4c3a-uid",
+		"/usr/lib/x86_64-linux-gnu/libcuda.so.1": filepath.Join(root, "usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"),
+		"/usr/bin/nvidia-smi":                    filepath.Join(root, "usr/bin/nvidia-smi"),
+	} {
+		m := mounts[path]
+		if m == nil || m.HostPath != host {
+			t.Errorf("mount at %s: %+v, want from %s", path, m, host)
+			continue
+		}
+		ro := slices.Contains(m.Options, "ro")
+		if ro != (path != shim.ContainerAccountingDir) {
+			t.Errorf("mount at %s options %v: only the accounting dir may be writable", path, m.Options)
+		}
+	}
+	if err := w.Remove("0b6e4c3a-uid"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(w.Path("0b6e4c3a-uid")); !os.IsNotExist(err) {
+		t.Errorf("spec still there after Remove: %v", err)
+	}
+	if err := w.Remove("0b6e4c3a-uid"); err != nil {
+		t.Errorf("second Remove: %v", err)
+	}
+}

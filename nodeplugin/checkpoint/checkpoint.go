@@ -1,0 +1,191 @@
+// Package checkpoint records which claims the node plugin has prepared, so
+// a restarted plugin can finish, roll back or recreate its work: an
+// interrupted prepare (PrepareStarted) is rolled back, a completed one
+// (PrepareCompleted) survives restarts, and a new boot ID tells the plugin
+// the node rebooted. The file is written atomically (temporary file, fsync,
+// rename, fsync of the directory) and carries a checksum, so a torn or
+// damaged file is detected instead of trusted.
+package checkpoint
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// State of a claim in the checkpoint.
+type State string
+
+const (
+	PrepareStarted   State = "PrepareStarted"
+	PrepareCompleted State = "PrepareCompleted"
+)
+
+// Claim is what the plugin needs to undo or recreate a claim's preparation
+// without the API server.
+type Claim struct {
+	State       State  `json:"state"`
+	Namespace   string `json:"namespace"`
+	Name        string `json:"name"`
+	Request     string `json:"request"`
+	Pool        string `json:"pool"`
+	Device      string `json:"device"`
+	GPUUUID     string `json:"gpuUUID"`
+	GPUIndex    int    `json:"gpuIndex"`
+	GPUMinor    int    `json:"gpuMinor"`
+	Fraction    int    `json:"fraction"`
+	MemoryBytes uint64 `json:"memoryBytes"`
+}
+
+// Checkpoint is the plugin's whole record.
+type Checkpoint struct {
+	BootID string           `json:"bootID"`
+	Claims map[string]Claim `json:"claims"` // by claim UID
+}
+
+// New returns an empty checkpoint for a boot.
+func New(bootID string) *Checkpoint { return &Checkpoint{BootID: bootID, Claims: map[string]Claim{}} }
+
+// envelope is the file: the checkpoint's JSON and its CRC-32C.
+type envelope struct {
+	Checksum uint32          `json:"checksum"`
+	Data     json.RawMessage `json:"data"`
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorrupt marks a checkpoint file that exists but cannot be trusted.
+var ErrCorrupt = errors.New("checkpoint is corrupt")
+
+// File is a checkpoint on disk with its lock file beside it.
+type File struct {
+	path string
+}
+
+// Name is the checkpoint's file name in its directory.
+const Name = "checkpoint.json"
+
+// Open prepares dir (created if missing) to hold the checkpoint.
+func Open(dir string) (*File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create checkpoint dir: %w", err)
+	}
+	return &File{path: filepath.Join(dir, Name)}, nil
+}
+
+// Path is the checkpoint file's path.
+func (f *File) Path() string { return f.path }
+
+// Lock takes the checkpoint's exclusive file lock, waiting for another
+// process (a second plugin instance during a rolling update) to release
+// it, and returns the function that releases it.
+func (f *File) Lock() (func(), error) {
+	lf, err := os.OpenFile(f.path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open checkpoint lock: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(lf.Fd()), syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("lock %s: %w", lf.Name(), err)
+	}
+	return func() { lf.Close() }, nil // closing drops the lock
+}
+
+// Load reads the checkpoint. A missing file is an empty checkpoint with no
+// boot ID; a damaged one is an error wrapping ErrCorrupt.
+func (f *File) Load() (*Checkpoint, error) {
+	data, err := os.ReadFile(f.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return New(""), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint: %w", err)
+	}
+	var env envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, f.path, err)
+	}
+	if sum := crc32.Checksum(env.Data, crcTable); sum != env.Checksum {
+		return nil, fmt.Errorf("%w: %s: checksum %08x, content sums to %08x", ErrCorrupt, f.path, env.Checksum, sum)
+	}
+	cp := New("")
+	if err := json.Unmarshal(env.Data, cp); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, f.path, err)
+	}
+	if cp.Claims == nil {
+		cp.Claims = map[string]Claim{}
+	}
+	return cp, nil
+}
+
+// Save writes cp atomically: readers see the old or the new checkpoint,
+// never a mix, even if the process dies or the node loses power.
+func (f *File) Save(cp *Checkpoint) error {
+	data, err := json.Marshal(cp)
+	if err != nil {
+		return err
+	}
+	out, err := json.Marshal(envelope{Checksum: crc32.Checksum(data, crcTable), Data: data})
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(f.path)
+	tmp, err := os.CreateTemp(dir, Name+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(out); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync checkpoint: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), f.path); err != nil {
+		return fmt.Errorf("replace checkpoint: %w", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync checkpoint dir: %w", err)
+	}
+	return nil
+}
+
+// ReadBootID reads the kernel's boot ID (/proc/sys/kernel/random/boot_id
+// on Linux), which changes on every boot.
+func ReadBootID(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read boot ID: %w", err)
+	}
+	id := string(b)
+	for len(id) > 0 && (id[len(id)-1] == '\n' || id[len(id)-1] == ' ') {
+		id = id[:len(id)-1]
+	}
+	if id == "" {
+		return "", fmt.Errorf("boot ID file %s is empty", path)
+	}
+	return id, nil
+}
+
+// DefaultBootIDFile is where Linux exposes the boot ID.
+const DefaultBootIDFile = "/proc/sys/kernel/random/boot_id"

@@ -1,0 +1,105 @@
+package checkpoint_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
+)
+
+func TestSaveLoad(t *testing.T) {
+	f, err := checkpoint.Open(filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := f.Load()
+	if err != nil || len(cp.Claims) != 0 || cp.BootID != "" {
+		t.Fatalf("missing checkpoint loaded as %+v, %v; want an empty one", cp, err)
+	}
+	cp = checkpoint.New("boot-1")
+	cp.Claims["uid-1"] = checkpoint.Claim{State: checkpoint.PrepareStarted, Namespace: "ns", Name: "c", Device: "gpu-0-25pct-1", MemoryBytes: 8 << 30, Fraction: 25}
+	cp.Claims["uid-2"] = checkpoint.Claim{State: checkpoint.PrepareCompleted, Device: "gpu-0-50pct-1"}
+	if err := f.Save(cp); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.BootID != "boot-1" || got.Claims["uid-1"] != cp.Claims["uid-1"] || got.Claims["uid-2"].State != checkpoint.PrepareCompleted {
+		t.Fatalf("loaded %+v, saved %+v", got, cp)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(f.Path()))
+	for _, e := range entries {
+		if filepath.Ext(e.Name()) == ".tmp" {
+			t.Errorf("temporary file %s left behind", e.Name())
+		}
+	}
+}
+
+// TestCorruption: a flipped byte, a truncated file and garbage are all
+// reported as ErrCorrupt, never loaded.
+func TestCorruption(t *testing.T) {
+	f, _ := checkpoint.Open(t.TempDir())
+	cp := checkpoint.New("boot-1")
+	cp.Claims["uid-1"] = checkpoint.Claim{State: checkpoint.PrepareCompleted, Device: "gpu-0-25pct-1", MemoryBytes: 8 << 30}
+	if err := f.Save(cp); err != nil {
+		t.Fatal(err)
+	}
+	good, _ := os.ReadFile(f.Path())
+	flipped := append([]byte(nil), good...)
+	i := len(flipped) - 20 // inside the data, not the checksum
+	flipped[i] ^= 0x01
+	for name, data := range map[string][]byte{
+		"flipped byte": flipped, "truncated": good[:len(good)/2], "garbage": []byte("\x00\x01not json"),
+	} {
+		if err := os.WriteFile(f.Path(), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Load(); !errors.Is(err, checkpoint.ErrCorrupt) {
+			t.Errorf("%s: Load returned %v, want ErrCorrupt", name, err)
+		}
+	}
+}
+
+// TestLockExcludes: a second holder waits until the first releases.
+func TestLockExcludes(t *testing.T) {
+	f, _ := checkpoint.Open(t.TempDir())
+	unlock, err := f.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan struct{})
+	go func() {
+		u2, err := f.Lock()
+		if err == nil {
+			u2()
+		}
+		close(got)
+	}()
+	select {
+	case <-got:
+		t.Fatal("second Lock succeeded while the first was held")
+	case <-time.After(100 * time.Millisecond):
+	}
+	unlock()
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("second Lock did not get the lock after release")
+	}
+}
+
+func TestReadBootID(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "boot_id")
+	os.WriteFile(p, []byte("0f6c1a2e-1111-2222-3333-444455556666\n"), 0o600)
+	if id, err := checkpoint.ReadBootID(p); err != nil || id != "0f6c1a2e-1111-2222-3333-444455556666" {
+		t.Errorf("ReadBootID = %q, %v", id, err)
+	}
+	if id, err := checkpoint.ReadBootID(checkpoint.DefaultBootIDFile); err != nil || len(id) != 36 {
+		t.Errorf("the kernel's boot ID: %q, %v", id, err)
+	}
+}

@@ -1,0 +1,273 @@
+// Package deploy_test checks the Helm chart and the plain manifests: the
+// chart renders (with the template functions it uses) to exactly the plain
+// manifests, every object decodes strictly, the API server accepts them
+// (server-side dry run, which also compiles the admission policy's CEL),
+// and the DaemonSet passes only flags the plugin has, with every host
+// directory mounted at the same path.
+package deploy_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"text/template"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpuslice/gpuslice/acctest/cluster"
+	"github.com/gpuslice/gpuslice/acctest/clustertest"
+)
+
+var update = flag.Bool("update", false, "rewrite manifests/gpuslice-nodeplugin.yaml from the chart")
+
+const (
+	chartDir  = "helm/gpuslice-nodeplugin"
+	manifests = "manifests/gpuslice-nodeplugin.yaml"
+	namespace = "gpuslice-system"
+)
+
+// render renders the chart with its default values the way Helm does for
+// the template functions the chart uses (toYaml, nindent, quote).
+func render(t *testing.T) string {
+	t.Helper()
+	var values, chart map[string]any
+	readYAML(t, filepath.Join(chartDir, "values.yaml"), &values)
+	readYAML(t, filepath.Join(chartDir, "Chart.yaml"), &chart)
+	funcs := template.FuncMap{
+		"toYaml": func(v any) (string, error) {
+			b, err := yaml.Marshal(v)
+			return strings.TrimSuffix(string(b), "\n"), err
+		},
+		"nindent": func(n int, s string) string {
+			pad := strings.Repeat(" ", n)
+			return "\n" + pad + strings.ReplaceAll(s, "\n", "\n"+pad)
+		},
+		"quote": func(s any) string { return `"` + strings.TrimSpace(strings.Trim(toString(s), `"`)) + `"` },
+	}
+	data := map[string]any{
+		"Values":  values,
+		"Release": map[string]any{"Namespace": namespace, "Name": "gpuslice-nodeplugin"},
+		"Chart":   map[string]any{"AppVersion": chart["appVersion"], "Name": chart["name"], "Version": chart["version"]},
+	}
+	files, _ := filepath.Glob(filepath.Join(chartDir, "templates", "*.yaml"))
+	slices.Sort(files)
+	var out strings.Builder
+	out.WriteString("# Generated from helm/gpuslice-nodeplugin with its default values (namespace " + namespace + ").\n")
+	out.WriteString("# Regenerate: go test ./nodeplugin/deploy -run TestChartMatchesManifests -update\n")
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpl, err := template.New(filepath.Base(f)).Option("missingkey=error").Funcs(funcs).Parse(string(src))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		var b bytes.Buffer
+		if err := tpl.Execute(&b, data); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out.WriteString("---\n# Source: gpuslice-nodeplugin/templates/" + filepath.Base(f) + "\n")
+		out.Write(b.Bytes())
+	}
+	return out.String()
+}
+
+func toString(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, _ := yaml.Marshal(v)
+	return strings.TrimSpace(string(b))
+}
+
+func readYAML(t *testing.T, path string, into any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, into); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+func TestChartMatchesManifests(t *testing.T) {
+	rendered := render(t)
+	if *update {
+		if err := os.WriteFile(manifests, []byte(rendered), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	have, err := os.ReadFile(manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(have) != rendered {
+		t.Fatalf("%s differs from the rendered chart: run go test ./nodeplugin/deploy -run TestChartMatchesManifests -update", manifests)
+	}
+}
+
+// objects decodes the plain manifests strictly: an unknown or misspelt
+// field is an error.
+func objects(t *testing.T) []runtime.Object {
+	t.Helper()
+	data, err := os.ReadFile(manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{Yaml: true, Strict: true})
+	var out []runtime.Object
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		if strings.TrimSpace(strings.Join(nonComment(doc), "")) == "" {
+			continue
+		}
+		obj, _, err := s.Decode([]byte(doc), nil, nil)
+		if err != nil {
+			t.Fatalf("decode:\n%s\n%v", doc, err)
+		}
+		out = append(out, obj)
+	}
+	return out
+}
+
+func nonComment(doc string) []string {
+	var out []string
+	for _, l := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") && l != "---" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func TestManifestContent(t *testing.T) {
+	var ds *appsv1.DaemonSet
+	var role *rbacv1.ClusterRole
+	kinds := map[string]bool{}
+	for _, o := range objects(t) {
+		kinds[o.GetObjectKind().GroupVersionKind().Kind] = true
+		switch v := o.(type) {
+		case *appsv1.DaemonSet:
+			ds = v
+		case *rbacv1.ClusterRole:
+			role = v
+		}
+	}
+	for _, k := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+		if !kinds[k] {
+			t.Errorf("manifests lack a %s", k)
+		}
+	}
+	if ds == nil || role == nil {
+		t.FailNow()
+	}
+	// The plugin's writes: ResourceSlices only; claims are read.
+	for _, r := range role.Rules {
+		for _, res := range r.Resources {
+			writes := slices.ContainsFunc(r.Verbs, func(v string) bool { return v == "create" || v == "delete" || v == "*" })
+			if writes && res != "resourceslices" {
+				t.Errorf("role may %v %s: only ResourceSlices are the plugin's to create or delete", r.Verbs, res)
+			}
+			if res == "resourceclaims/driver" && (!slices.Equal(r.ResourceNames, []string{"gpuslice.dev"}) || !slices.Contains(r.Verbs, "associated-node:update")) {
+				t.Errorf("resourceclaims/driver rule %+v: want associated-node verbs for gpuslice.dev only", r)
+			}
+		}
+	}
+
+	// Every flag is one the plugin has, and every host directory it names
+	// is mounted at the same path (CDI specs carry host paths).
+	help, err := exec.Command("go", "run", "../../cmd/gpuslice-nodeplugin", "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("gpuslice-nodeplugin --help: %v\n%s", err, help)
+	}
+	c := ds.Spec.Template.Spec.Containers[0]
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	hostPaths := map[string]string{}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath.Path
+		}
+	}
+	for name, mount := range mounts {
+		if name != "driver-root" && hostPaths[name] != mount {
+			t.Errorf("volume %s: host path %s mounted at %s; must be the same path", name, hostPaths[name], mount)
+		}
+	}
+	samePath := map[string]bool{"--plugin-dir": true, "--registrar-dir": true, "--cdi-dir": true, "--state-dir": true, "--shim-dir": true, "--accounting-dir": true}
+	for _, a := range c.Args {
+		name, value, _ := strings.Cut(a, "=")
+		if !strings.Contains(string(help), "  "+name+" ") {
+			t.Errorf("DaemonSet passes %s, which gpuslice-nodeplugin does not have", name)
+		}
+		if samePath[name] && !underMount(value, mounts) {
+			t.Errorf("%s=%s is not inside any mounted host directory", name, value)
+		}
+	}
+	if c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("NODE_NAME must come from spec.nodeName: %+v", c.Env)
+	}
+}
+
+func underMount(path string, mounts map[string]string) bool {
+	for _, m := range mounts {
+		if path == m || strings.HasPrefix(path, m+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAPIServerAccepts submits every object as a server-side dry run.
+func TestAPIServerAccepts(t *testing.T) {
+	c := clustertest.Start(t, cluster.Options{})
+	ctx := context.Background()
+	client := c.Client()
+	if _, err := cluster.CreateNamespace(ctx, client, namespace, nil); err != nil {
+		t.Fatal(err)
+	}
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	for _, o := range objects(t) {
+		var err error
+		switch v := o.(type) {
+		case *corev1.ServiceAccount:
+			_, err = client.CoreV1().ServiceAccounts(v.Namespace).Create(ctx, v, dry)
+		case *rbacv1.ClusterRole:
+			_, err = client.RbacV1().ClusterRoles().Create(ctx, v, dry)
+		case *rbacv1.ClusterRoleBinding:
+			_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, v, dry)
+		case *appsv1.DaemonSet:
+			_, err = client.AppsV1().DaemonSets(v.Namespace).Create(ctx, v, dry)
+		case *admissionv1.ValidatingAdmissionPolicy:
+			var p *admissionv1.ValidatingAdmissionPolicy
+			p, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, v, dry)
+			if err == nil && p.Status.TypeChecking != nil && len(p.Status.TypeChecking.ExpressionWarnings) > 0 {
+				t.Errorf("admission policy CEL warnings: %+v", p.Status.TypeChecking.ExpressionWarnings)
+			}
+		case *admissionv1.ValidatingAdmissionPolicyBinding:
+			_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, v, dry)
+		default:
+			t.Errorf("no dry run for %T", o)
+		}
+		if err != nil {
+			t.Errorf("%T: %v", o, err)
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package deploy_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpuslice/gpuslice/acctest/cluster"
+	"github.com/gpuslice/gpuslice/acctest/clustertest"
+	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/nodeplugin/driver"
+	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
+)
+
+// TestRBACAndPolicy runs the plugin with the manifests' service account,
+// through a token bound to a pod on node A as the DaemonSet's pod would get:
+// the role is enough to publish node A's slices, and the admission policy
+// refuses a slice for node B.
+func TestRBACAndPolicy(t *testing.T) {
+	c := clustertest.Start(t, cluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := c.Client()
+	if _, err := cluster.CreateNamespace(ctx, admin, namespace, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"node-a", "node-b"} {
+		if _, err := c.AddNode(ctx, cluster.NodeSpec{Name: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range objects(t) {
+		var err error
+		switch v := o.(type) {
+		case *corev1.ServiceAccount:
+			_, err = admin.CoreV1().ServiceAccounts(v.Namespace).Create(ctx, v, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = admin.RbacV1().ClusterRoles().Create(ctx, v, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, v, metav1.CreateOptions{})
+		case *admissionv1.ValidatingAdmissionPolicy:
+			_, err = admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, v, metav1.CreateOptions{})
+		case *admissionv1.ValidatingAdmissionPolicyBinding:
+			_, err = admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, v, metav1.CreateOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// the DaemonSet's pod on node A, and the token the kubelet would mount
+	pod, err := admin.CoreV1().Pods(namespace).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpuslice-nodeplugin-a"},
+		Spec: corev1.PodSpec{ServiceAccountName: "gpuslice-nodeplugin", NodeName: "node-a",
+			Containers: []corev1.Container{{Name: "plugin", Image: "gpuslice-nodeplugin"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, "gpuslice-nodeplugin", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
+		BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		ExpirationSeconds: ptr.To[int64](3600),
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := kubernetes.NewForConfigOrDie(&rest.Config{Host: c.Host, BearerToken: tok.Status.Token, TLSClientConfig: rest.TLSClientConfig{CAData: c.CAData}})
+
+	dir := t.TempDir()
+	shimLib := filepath.Join(dir, "libgpuslice.so")
+	os.WriteFile(shimLib, []byte("stand-in"), 0o644)
+	p, err := driver.Start(ctx, driver.LocalDirs(driver.Config{
+		NodeName: "node-a", Client: sa, NVML: nvml.Interface(simulate.New(simulate.Spec{Profile: "v100-32gb", Count: 1}, "node-a")),
+		Fractions: contract.DefaultFractions, ShimSource: shimLib,
+	}, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := admin.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-a"})
+		return err == nil && len(list.Items) == 2, err
+	})
+	if err != nil {
+		t.Fatalf("the plugin, as its service account, did not publish node-a's slices: %v", err)
+	}
+
+	// Another node's slice is refused by the policy (once it is active).
+	foreign := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "foreign"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: contract.DriverName, NodeName: ptr.To("node-b"),
+			Pool: resourcev1.ResourcePool{Name: "node-b", ResourceSliceCount: 1}},
+	}
+	var refusal error
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, refusal = sa.ResourceV1().ResourceSlices().Create(ctx, foreign, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); refusal != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if refusal == nil || !strings.Contains(refusal.Error(), "may only write ResourceSlices of that node") {
+		t.Errorf("a slice for node-b was not refused by the policy: %v", refusal)
+	}
+	if _, err := sa.ResourceV1().ResourceClaims(namespace).Create(ctx, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
+		t.Errorf("creating a claim as the plugin: %v, want forbidden", err)
+	}
+}

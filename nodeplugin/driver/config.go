@@ -1,0 +1,111 @@
+// Package driver is the gpuslice DRA kubelet plugin: it publishes the
+// node's GPU slices as ResourceSlices and prepares claims for the kubelet
+// (CDI spec, accounting region, checkpoint), through the helper in
+// k8s.io/dynamic-resource-allocation/kubeletplugin.
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+)
+
+// Config is everything the plugin needs; the command fills it from flags.
+type Config struct {
+	NodeName string
+	NodeUID  types.UID // optional: looked up by the ResourceSlice controller when empty
+	Client   kubernetes.Interface
+	// NVML is an initialised library, real or simulated.
+	NVML      nvml.Interface
+	Fractions []int
+
+	// PluginDataDir holds the DRA socket (dra.sock) the kubelet calls;
+	// RegistrarDir is where the kubelet looks for plugin registration
+	// sockets (/var/lib/kubelet/plugins_registry).
+	PluginDataDir string
+	RegistrarDir  string
+	// CDIDir is where claim specs are written (/var/run/cdi).
+	CDIDir string
+	// StateDir holds the checkpoint and the ld.so.preload file.
+	StateDir string
+	// AccountingRoot holds one directory per prepared claim, mounted into
+	// the claim's containers.
+	AccountingRoot string
+	// DriverRoot is the host directory holding the driver's files ("/");
+	// DriverRootInPlugin is where the plugin sees it (default DriverRoot).
+	DriverRoot         string
+	DriverRootInPlugin string
+	// ShimSource is the libgpuslice.so shipped with the plugin; it is
+	// installed into ShimDir under a name carrying its content hash.
+	ShimSource string
+	ShimDir    string
+	// BootIDFile is read to notice reboots (checkpoint.DefaultBootIDFile).
+	BootIDFile string
+
+	// Registerer receives the plugin's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	Logger     klog.Logger
+
+	// AfterStep, if set, is called after each step of a prepare that
+	// changes the node (see the Step constants): the crash tests kill the
+	// process there.
+	AfterStep func(step Step)
+}
+
+// Step names a point in PrepareResourceClaims after which the node's state
+// has changed.
+type Step string
+
+const (
+	StepCheckpointStarted   Step = "checkpoint-started"   // claims recorded as PrepareStarted
+	StepAccountingCreated   Step = "accounting-created"   // a claim's accounting dir and region exist
+	StepSpecWritten         Step = "spec-written"         // a claim's CDI spec is on disk
+	StepCheckpointCompleted Step = "checkpoint-completed" // claims recorded as PrepareCompleted
+)
+
+// Steps lists the steps in the order a prepare passes them.
+var Steps = []Step{StepCheckpointStarted, StepAccountingCreated, StepSpecWritten, StepCheckpointCompleted}
+
+func (c *Config) validate() error {
+	var errs []error
+	need := func(v, flag string) {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is required", flag))
+		}
+	}
+	need(c.NodeName, "--node-name (or NODE_NAME)")
+	need(c.PluginDataDir, "--plugin-dir")
+	need(c.RegistrarDir, "--registrar-dir")
+	need(c.CDIDir, "--cdi-dir")
+	need(c.StateDir, "--state-dir")
+	need(c.AccountingRoot, "--accounting-dir")
+	need(c.ShimSource, "--shim-library")
+	need(c.ShimDir, "--shim-dir")
+	if c.Client == nil {
+		errs = append(errs, errors.New("a Kubernetes client is required"))
+	}
+	if c.NVML == nil {
+		errs = append(errs, errors.New("an NVML library is required"))
+	}
+	if len(c.Fractions) == 0 {
+		errs = append(errs, errors.New("--fractions must list at least one fraction"))
+	}
+	for _, d := range []string{c.PluginDataDir, c.RegistrarDir, c.CDIDir, c.StateDir, c.AccountingRoot, c.ShimDir} {
+		if d != "" && !filepath.IsAbs(d) {
+			errs = append(errs, fmt.Errorf("directory %q must be an absolute path", d))
+		}
+	}
+	if c.DriverRoot == "" {
+		c.DriverRoot = "/"
+	}
+	if c.DriverRootInPlugin == "" {
+		c.DriverRootInPlugin = c.DriverRoot
+	}
+	return errors.Join(errs...)
+}

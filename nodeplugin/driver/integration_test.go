@@ -1,0 +1,151 @@
+package driver_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	specs "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
+	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
+	"github.com/gpuslice/gpuslice/nodeplugin/kubeletsim"
+	"github.com/gpuslice/gpuslice/nodeplugin/shim"
+	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
+)
+
+// TestPublishAllocatePrepare runs the plugin for two simulated nodes and
+// walks a claim from published slice to prepared container edits: the real
+// scheduler allocates from the published slices, the counters stop a fifth
+// slice on a full GPU, and a kubelet stand-in prepares and unprepares the
+// claim through the plugin's socket.
+func TestPublishAllocatePrepare(t *testing.T) {
+	n1, n2 := "pap-node-1", "pap-node-2"
+	e := newEnv(t, n1, n2)
+	_, cfg1 := e.startPlugin(n1, 1)
+	e.startPlugin(n2, 1)
+	for _, n := range []string{n1, n2} {
+		sl := e.waitSlices(n, 7)
+		if len(sl) != 2 {
+			t.Fatalf("node %s: %d slices, want 2 (counters, devices)", n, len(sl))
+		}
+		for _, s := range sl {
+			if s.Spec.Pool.Name != n || len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Kind != "Node" {
+				t.Errorf("slice %s: pool %q owners %v; want pool %s owned by its Node", s.Name, s.Spec.Pool.Name, s.OwnerReferences, n)
+			}
+		}
+	}
+	quarter, half := e.class(25), e.class(50)
+
+	// Four 25 % slices fill node 1's GPU, each on its own device.
+	var claims []string
+	seen := map[string]bool{}
+	for i := 1; i <= 4; i++ {
+		pod := fmt.Sprintf("q%d", i)
+		claim := e.runPod(pod, quarter, n1)
+		cl, _ := e.placement(pod, claim, true)
+		d := allocated(cl)
+		if seen[d] || !strings.HasPrefix(d, "gpu-0-25pct-") || cl.Status.Allocation.Devices.Results[0].Pool != n1 {
+			t.Fatalf("claim %d got %s/%s (seen %v)", i, cl.Status.Allocation.Devices.Results[0].Pool, d, seen)
+		}
+		seen[d] = true
+		claims = append(claims, claim)
+	}
+	// A 50 % slice does not fit beside them: the counters say so.
+	halfClaim := e.runPod("h1", half, n1)
+	if _, reason := e.placement("h1", halfClaim, false); !strings.Contains(reason, "cannot allocate all claims") {
+		t.Fatalf("the 50 %% pod waits for another reason: %q", reason)
+	}
+
+	// The kubelet's part for the first claim.
+	kubelet, err := kubeletsim.Dial(cfg1.SocketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kubelet.Close()
+	cl, err := e.client.ResourceV1().ResourceClaims(e.ns).Get(e.ctx, claims[0], metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := kubelet.Prepare(e.ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := string(cl.UID)
+	if want := []string{"gpuslice.dev/claim=" + uid}; !slices.Equal(ids[uid], want) {
+		t.Fatalf("CDI devices %v, want %v", ids[uid], want)
+	}
+	again, err := kubelet.Prepare(e.ctx, cl)
+	if err != nil || !slices.Equal(again[uid], ids[uid]) {
+		t.Fatalf("second prepare of the same claim: %v, %v; want the same answer", again, err)
+	}
+
+	// The spec on disk, as the container runtime reads it.
+	data, err := os.ReadFile(filepath.Join(cfg1.CDIDir, cdispec.SpecName(uid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec specs.Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	edits := spec.Devices[0].ContainerEdits
+	for _, want := range []string{"GPUSLICE_MEMORY_LIMIT=8589934592", "GPUSLICE_COMPUTE_SHARE=25", "GPUSLICE_ACCOUNTING_DIR=/run/gpuslice"} {
+		if !slices.Contains(edits.Env, want) {
+			t.Errorf("spec env lacks %s: %v", want, edits.Env)
+		}
+	}
+	var shimHost string
+	for _, m := range edits.Mounts {
+		if m.ContainerPath == shim.ContainerLibraryPath {
+			shimHost = m.HostPath
+		}
+	}
+	if !strings.HasPrefix(filepath.Base(shimHost), "libgpuslice-") || filepath.Dir(shimHost) != cfg1.ShimDir {
+		t.Errorf("shim mounted from %q, want a versioned file in %s", shimHost, cfg1.ShimDir)
+	}
+	region, err := accounting.ReadFile(filepath.Join(cfg1.AccountingRoot, uid, shim.RegionFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if region.MemoryLimit != 8<<30 || region.ComputeShare != 25 {
+		t.Errorf("accounting region: limit %d share %d, want 8 GiB and 25 %%", region.MemoryLimit, region.ComputeShare)
+	}
+	cp, err := mustCheckpoint(t, cfg1.StateDir).Load()
+	if err != nil || cp.Claims[uid].State != checkpoint.PrepareCompleted {
+		t.Fatalf("checkpoint: %+v, %v", cp, err)
+	}
+
+	if err := kubelet.Unprepare(e.ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	assertNothingLeft(t, cfg1.CDIDir, cfg1.AccountingRoot)
+	if err := kubelet.Unprepare(e.ctx, cl); err != nil {
+		t.Errorf("second unprepare: %v", err)
+	}
+}
+
+func mustCheckpoint(t *testing.T, dir string) *checkpoint.File {
+	f, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// assertNothingLeft checks no spec (nor temporary spec) and no accounting
+// dir remain.
+func assertNothingLeft(t *testing.T, cdiDir, accountingRoot string) {
+	t.Helper()
+	for _, dir := range []string{cdiDir, accountingRoot} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			t.Errorf("left behind: %s", filepath.Join(dir, e.Name()))
+		}
+	}
+}

@@ -1,0 +1,249 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
+	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
+	"github.com/gpuslice/gpuslice/nodeplugin/discovery"
+	"github.com/gpuslice/gpuslice/nodeplugin/metrics"
+	"github.com/gpuslice/gpuslice/nodeplugin/slices"
+)
+
+// Plugin is a running node plugin.
+type Plugin struct {
+	cfg     Config
+	log     klog.Logger
+	helper  *kubeletplugin.Helper
+	gpus    []discovery.GPU
+	devices map[string]slices.Device
+	cdi     *cdispec.Writer
+	host    cdispec.Host
+	ckpt    *checkpoint.File
+	bootID  string
+	metrics *metrics.Plugin
+
+	mu       sync.Mutex
+	prepared map[string]checkpoint.Claim // last saved checkpoint's claims, for metrics
+
+	fatal     chan error
+	fatalOnce sync.Once
+}
+
+// Start discovers the GPUs, installs the shim, recovers the checkpoint,
+// starts serving the kubelet and publishes the node's ResourceSlices.
+func Start(ctx context.Context, cfg Config) (*Plugin, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("node plugin configuration: %w", err)
+	}
+	p := &Plugin{cfg: cfg, log: cfg.Logger, fatal: make(chan error, 1), prepared: map[string]checkpoint.Claim{}}
+	if p.log.GetSink() == nil {
+		p.log = klog.Background()
+	}
+	reg := cfg.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry() // metrics kept but not exported
+	}
+	p.metrics = metrics.NewPlugin(reg)
+
+	found, err := discovery.Discover(cfg.NVML)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range found.Skipped {
+		p.log.Info("GPU skipped: it is not offered as slices", "index", s.Index, "uuid", s.UUID, "reason", s.Reason)
+		p.metrics.GPUsSkipped.WithLabelValues(fmt.Sprint(s.Index), s.UUID, s.Reason).Set(1)
+	}
+	p.gpus = found.GPUs
+	p.metrics.GPUsPublished.Set(float64(len(p.gpus)))
+	p.devices = map[string]slices.Device{}
+	for _, d := range slices.Devices(p.gpus, cfg.Fractions) {
+		p.devices[d.Name] = d
+	}
+	reg.MustRegister(metrics.ClaimCollector{Claims: p.claimsForMetrics}, metrics.GPUCollector{NVML: cfg.NVML, GPUs: p.gpus, Hostname: cfg.NodeName})
+
+	if err := p.setUpHost(); err != nil {
+		return nil, err
+	}
+	if err := p.recover(ctx); err != nil {
+		return nil, err
+	}
+
+	for _, dir := range []string{cfg.PluginDataDir, cfg.RegistrarDir} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	helper, err := kubeletplugin.Start(klog.NewContext(ctx, p.log), p,
+		kubeletplugin.DriverName(contract.DriverName),
+		kubeletplugin.KubeClient(cfg.Client),
+		kubeletplugin.NodeName(cfg.NodeName),
+		kubeletplugin.NodeUID(cfg.NodeUID),
+		kubeletplugin.PluginDataDirectoryPath(cfg.PluginDataDir),
+		kubeletplugin.RegistrarDirectoryPath(cfg.RegistrarDir),
+		kubeletplugin.GRPCVerbosity(6),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("start the kubelet plugin service: %w", err)
+	}
+	p.helper = helper
+	if err := helper.PublishResources(ctx, slices.Build(cfg.NodeName, p.gpus, cfg.Fractions)); err != nil {
+		helper.Stop()
+		return nil, fmt.Errorf("publish ResourceSlices: %w", err)
+	}
+	p.log.Info("node plugin started", "node", cfg.NodeName, "gpus", len(p.gpus), "skipped", len(found.Skipped),
+		"devices", len(p.devices), "socket", cfg.PluginDataDir, "prepared", len(p.prepared))
+	return p, nil
+}
+
+// setUpHost installs the shim library, the preload file and the CDI writer.
+func (p *Plugin) setUpHost() error {
+	var err error
+	if p.host.ShimLibrary, err = installShim(p.cfg.ShimSource, p.cfg.ShimDir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(p.cfg.StateDir, 0o755); err != nil {
+		return fmt.Errorf("create state dir: %w", err)
+	}
+	if p.host.PreloadFile, err = writePreloadFile(p.cfg.StateDir); err != nil {
+		return err
+	}
+	if p.host.DriverFiles, err = cdispec.FindDriverFiles(p.cfg.DriverRootInPlugin, p.cfg.DriverRoot, driverVersion(p.gpus)); err != nil {
+		return err
+	}
+	if len(p.host.DriverFiles) == 0 && len(p.gpus) > 0 {
+		p.log.Info("no driver libraries found under the driver root: containers must bring their own (set --driver-root)", "driverRoot", p.cfg.DriverRoot)
+	}
+	if err := os.MkdirAll(p.cfg.AccountingRoot, 0o755); err != nil {
+		return fmt.Errorf("create accounting dir: %w", err)
+	}
+	if p.cdi, err = cdispec.NewWriter(p.cfg.CDIDir); err != nil {
+		return err
+	}
+	if p.ckpt, err = checkpoint.Open(p.cfg.StateDir); err != nil {
+		return err
+	}
+	bootFile := p.cfg.BootIDFile
+	if bootFile == "" {
+		bootFile = checkpoint.DefaultBootIDFile
+	}
+	p.bootID, err = checkpoint.ReadBootID(bootFile)
+	return err
+}
+
+func driverVersion(gpus []discovery.GPU) string {
+	if len(gpus) == 0 {
+		return ""
+	}
+	return gpus[0].DriverVersion
+}
+
+// Stop stops serving the kubelet and publishing; published slices stay.
+func (p *Plugin) Stop() {
+	if p.helper != nil {
+		p.helper.Stop()
+	}
+}
+
+// Fatal delivers an error the plugin cannot recover from; the command
+// exits on it so the DaemonSet restarts the plugin.
+func (p *Plugin) Fatal() <-chan error { return p.fatal }
+
+// GPUs returns the GPUs the plugin offers.
+func (p *Plugin) GPUs() []discovery.GPU { return p.gpus }
+
+// HandleError logs background errors (ResourceSlice publishing, gRPC); a
+// fatal one ends the plugin.
+func (p *Plugin) HandleError(ctx context.Context, err error, msg string) {
+	runtime.HandleErrorWithContext(ctx, err, msg)
+	if !errors.Is(err, kubeletplugin.ErrRecoverable) {
+		p.fatalOnce.Do(func() { p.fatal <- fmt.Errorf("%s: %w", msg, err) })
+	}
+}
+
+// WatchHealthStatus reports each device healthy while NVML can read its
+// GPU, re-sending within the kubelet's 30 s window.
+func (p *Plugin) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	ticker := time.NewTicker(15 * time.Second)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case reports <- p.health():
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+func (p *Plugin) health() kubeletplugin.DeviceHealthReport {
+	now := time.Now()
+	status := map[string]kubeletplugin.HealthStatus{}
+	message := map[string]string{}
+	for _, g := range p.gpus {
+		status[g.UUID] = kubeletplugin.HealthStatusHealthy
+		dev, ret := p.cfg.NVML.DeviceGetHandleByUUID(g.UUID)
+		if ret == 0 {
+			_, ret = dev.GetMemoryInfo()
+		}
+		if ret != 0 {
+			status[g.UUID] = kubeletplugin.HealthStatusUnhealthy
+			message[g.UUID] = fmt.Sprintf("NVML cannot read GPU %d: %v", g.Index, ret)
+		}
+	}
+	var r kubeletplugin.DeviceHealthReport
+	for _, d := range slices.Devices(p.gpus, p.cfg.Fractions) {
+		r.Devices = append(r.Devices, kubeletplugin.DeviceHealth{
+			PoolName: p.cfg.NodeName, DeviceName: d.Name, Health: status[d.GPU.UUID], Message: message[d.GPU.UUID], LastUpdated: now,
+		})
+	}
+	return r
+}
+
+func (p *Plugin) step(s Step) {
+	if p.cfg.AfterStep != nil {
+		p.cfg.AfterStep(s)
+	}
+}
+
+func (p *Plugin) claimsForMetrics() []metrics.Claim {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []metrics.Claim
+	for uid, c := range p.prepared {
+		if c.State == checkpoint.PrepareCompleted {
+			out = append(out, metrics.Claim{UID: uid, Namespace: c.Namespace, Name: c.Name, GPUUUID: c.GPUUUID, AccountingDir: p.accountingDir(uid)})
+		}
+	}
+	return out
+}
+
+// remember publishes a saved checkpoint's claims to the metrics.
+func (p *Plugin) remember(cp *checkpoint.Checkpoint) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.prepared = map[string]checkpoint.Claim{}
+	n := 0
+	for uid, c := range cp.Claims {
+		p.prepared[uid] = c
+		if c.State == checkpoint.PrepareCompleted {
+			n++
+		}
+	}
+	p.metrics.PreparedClaims.Set(float64(n))
+}

@@ -1,0 +1,252 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
+	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
+	"github.com/gpuslice/gpuslice/nodeplugin/shim"
+	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
+)
+
+// PrepareResourceClaims prepares each claim: it records the claims as
+// PrepareStarted, creates their accounting regions and CDI specs, then
+// records them as PrepareCompleted. A claim already completed returns the
+// same devices again; a claim left half-prepared by a crash is rolled back
+// first.
+func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	start := time.Now()
+	defer func() { p.metrics.PrepareSeconds.Observe(time.Since(start).Seconds()) }()
+	unlock, err := p.ckpt.Lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	cp, err := p.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	results := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	fail := func(uid string, err error) {
+		p.metrics.PrepareErrors.Inc()
+		results[types.UID(uid)] = kubeletplugin.PrepareResult{Err: err}
+	}
+	var todo []string
+	for _, claim := range claims {
+		uid := string(claim.UID)
+		entry, err := p.plan(claim)
+		if err != nil {
+			fail(uid, err)
+			continue
+		}
+		if old, ok := cp.Claims[uid]; ok {
+			if old.State == checkpoint.PrepareCompleted && old.Device == entry.Device {
+				// prepared before (the kubelet retries after restarts):
+				// same answer, with the spec restored if it went missing
+				if _, err := os.Stat(p.cdi.Path(uid)); err != nil {
+					if err := p.writeSpec(uid, old); err != nil {
+						fail(uid, err)
+						continue
+					}
+				}
+				results[claim.UID] = p.result(uid, old)
+				continue
+			}
+			if err := p.rollback(uid); err != nil {
+				fail(uid, err)
+				continue
+			}
+			delete(cp.Claims, uid)
+		}
+		if err := conflicts(cp, uid, entry); err != nil {
+			fail(uid, err)
+			continue
+		}
+		entry.State = checkpoint.PrepareStarted
+		cp.Claims[uid] = entry
+		todo = append(todo, uid)
+	}
+	if len(todo) == 0 {
+		return results, nil
+	}
+	if err := p.save(cp); err != nil {
+		return nil, err
+	}
+	p.step(StepCheckpointStarted)
+	for _, uid := range todo {
+		entry := cp.Claims[uid]
+		err := p.createAccounting(uid, entry, false)
+		if err == nil {
+			p.step(StepAccountingCreated)
+			err = p.writeSpec(uid, entry)
+		}
+		if err != nil {
+			err = fmt.Errorf("prepare claim %s/%s: %w", entry.Namespace, entry.Name, err)
+			if rbErr := p.rollback(uid); rbErr != nil {
+				err = errors.Join(err, rbErr)
+			}
+			delete(cp.Claims, uid)
+			fail(uid, err)
+			continue
+		}
+		p.step(StepSpecWritten)
+		entry.State = checkpoint.PrepareCompleted
+		cp.Claims[uid] = entry
+		results[types.UID(uid)] = p.result(uid, entry)
+	}
+	if err := p.save(cp); err != nil {
+		return nil, err
+	}
+	p.step(StepCheckpointCompleted)
+	return results, nil
+}
+
+// plan checks a claim's allocation and returns its checkpoint entry.
+func (p *Plugin) plan(claim *resourceapi.ResourceClaim) (checkpoint.Claim, error) {
+	var ours []resourceapi.DeviceRequestAllocationResult
+	if claim.Status.Allocation != nil {
+		for _, r := range claim.Status.Allocation.Devices.Results {
+			if r.Driver == contract.DriverName {
+				ours = append(ours, r)
+			}
+		}
+	}
+	ref := claim.Namespace + "/" + claim.Name
+	if len(ours) != 1 {
+		return checkpoint.Claim{}, fmt.Errorf("claim %s has %d gpuslice devices allocated; gpuslice prepares exactly one slice per claim (request count = 1, the shape the engine renders)", ref, len(ours))
+	}
+	r := ours[0]
+	dev, ok := p.devices[r.Device]
+	if r.Pool != p.cfg.NodeName || !ok {
+		return checkpoint.Claim{}, fmt.Errorf("claim %s is allocated device %s/%s, which this node (%s) does not offer: was the node's GPU set or --fractions changed? Delete the pod so the claim is allocated again", ref, r.Pool, r.Device, p.cfg.NodeName)
+	}
+	return checkpoint.Claim{
+		Namespace: claim.Namespace, Name: claim.Name, Request: r.Request, Pool: r.Pool, Device: r.Device,
+		GPUUUID: dev.GPU.UUID, GPUIndex: dev.GPU.Index, GPUMinor: dev.GPU.Minor, Fraction: dev.Fraction, MemoryBytes: dev.MemoryBytes,
+	}, nil
+}
+
+// conflicts is the last line of defence behind the scheduler: a device is
+// never prepared for two claims, and a GPU's slices never add up to more
+// than the GPU.
+func conflicts(cp *checkpoint.Checkpoint, uid string, entry checkpoint.Claim) error {
+	share := entry.Fraction
+	for other, c := range cp.Claims {
+		if other == uid {
+			continue
+		}
+		if c.Device == entry.Device {
+			return fmt.Errorf("device %s is already prepared for claim %s/%s (uid %s); refusing to share it with %s/%s", entry.Device, c.Namespace, c.Name, other, entry.Namespace, entry.Name)
+		}
+		if c.GPUUUID == entry.GPUUUID {
+			share += c.Fraction
+		}
+	}
+	if share > contract.ComputeWhole {
+		return fmt.Errorf("claim %s/%s would bring GPU %s to %d%% allocated; refusing to oversubscribe it", entry.Namespace, entry.Name, entry.GPUUUID, share)
+	}
+	return nil
+}
+
+func (p *Plugin) result(uid string, c checkpoint.Claim) kubeletplugin.PrepareResult {
+	return kubeletplugin.PrepareResult{Devices: []kubeletplugin.Device{{
+		Requests: []string{c.Request}, PoolName: c.Pool, DeviceName: c.Device, CDIDeviceIDs: []string{cdispec.DeviceID(uid)},
+	}}}
+}
+
+func (p *Plugin) accountingDir(uid string) string { return filepath.Join(p.cfg.AccountingRoot, uid) }
+
+// createAccounting makes the claim's directory and region; fresh starts
+// over (after a reboot no process of the claim survives).
+func (p *Plugin) createAccounting(uid string, c checkpoint.Claim, fresh bool) error {
+	dir := p.accountingDir(uid)
+	if fresh {
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("reset accounting dir: %w", err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create accounting dir: %w", err)
+	}
+	err := accounting.Create(filepath.Join(dir, shim.RegionFile), c.MemoryBytes, uint32(c.Fraction), false, shim.DefaultComputeWindowMS*time.Millisecond)
+	if err != nil {
+		return fmt.Errorf("create accounting region: %w", err)
+	}
+	return nil
+}
+
+func (p *Plugin) writeSpec(uid string, c checkpoint.Claim) error {
+	spec, err := cdispec.Build(cdispec.Slice{
+		ClaimUID: uid, GPUUUID: c.GPUUUID, GPUMinor: c.GPUMinor, MemoryBytes: c.MemoryBytes, Fraction: c.Fraction, AccountingDir: p.accountingDir(uid),
+	}, p.host)
+	if err != nil {
+		return err
+	}
+	return p.cdi.Write(uid, spec)
+}
+
+// rollback removes whatever a prepare of the claim left on the node.
+func (p *Plugin) rollback(uid string) error {
+	err := p.cdi.Remove(uid)
+	if rmErr := os.RemoveAll(p.accountingDir(uid)); rmErr != nil {
+		err = errors.Join(err, fmt.Errorf("remove accounting dir of claim %s: %w", uid, rmErr))
+	}
+	return err
+}
+
+// UnprepareResourceClaims removes each claim's spec, accounting directory
+// and checkpoint entry. Claims not prepared here are not an error.
+func (p *Plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	start := time.Now()
+	defer func() { p.metrics.UnprepareSeconds.Observe(time.Since(start).Seconds()) }()
+	unlock, err := p.ckpt.Lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	cp, err := p.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	results := make(map[types.UID]error, len(claims))
+	changed := false
+	for _, c := range claims {
+		uid := string(c.UID)
+		results[c.UID] = nil
+		if _, ok := cp.Claims[uid]; !ok {
+			continue
+		}
+		if err := p.rollback(uid); err != nil {
+			p.metrics.UnprepareErrors.Inc()
+			results[c.UID] = fmt.Errorf("unprepare claim %s: %w", c, err)
+			continue
+		}
+		delete(cp.Claims, uid)
+		changed = true
+	}
+	if changed {
+		if err := p.save(cp); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+func (p *Plugin) save(cp *checkpoint.Checkpoint) error {
+	cp.BootID = p.bootID
+	if err := p.ckpt.Save(cp); err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", p.ckpt.Path(), err)
+	}
+	p.remember(cp)
+	return nil
+}

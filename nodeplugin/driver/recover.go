@@ -1,0 +1,155 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
+	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
+)
+
+// recover brings the node in line with the checkpoint before the kubelet
+// can call: interrupted prepares are rolled back, completed claims get
+// their specs rewritten (with the current shim library) and, after a
+// reboot, fresh accounting regions; files of claims the checkpoint does not
+// know are removed.
+func (p *Plugin) recover(ctx context.Context) error {
+	unlock, err := p.ckpt.Lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	cp, err := p.load(ctx)
+	if err != nil {
+		return err
+	}
+	rebooted := cp.BootID != "" && cp.BootID != p.bootID
+	if rebooted {
+		p.log.Info("node rebooted since the checkpoint was written: recreating the specs of prepared claims", "previousBootID", cp.BootID, "bootID", p.bootID)
+	}
+	for uid, c := range cp.Claims {
+		if c.State != checkpoint.PrepareCompleted {
+			p.log.Info("rolling back an interrupted prepare", "claim", c.Namespace+"/"+c.Name, "uid", uid)
+			if err := p.rollback(uid); err != nil {
+				return fmt.Errorf("roll back interrupted prepare of claim %s/%s: %w", c.Namespace, c.Name, err)
+			}
+			delete(cp.Claims, uid)
+			continue
+		}
+		if err := p.createAccounting(uid, c, rebooted); err != nil {
+			return fmt.Errorf("restore claim %s/%s: %w", c.Namespace, c.Name, err)
+		}
+		if err := p.writeSpec(uid, c); err != nil {
+			return fmt.Errorf("restore claim %s/%s: %w", c.Namespace, c.Name, err)
+		}
+	}
+	if err := p.removeOrphans(cp); err != nil {
+		return err
+	}
+	return p.save(cp)
+}
+
+// removeOrphans deletes specs and accounting dirs of claims the checkpoint
+// does not hold (left by a checkpoint that was lost or rebuilt).
+func (p *Plugin) removeOrphans(cp *checkpoint.Checkpoint) error {
+	prefix := strings.TrimSuffix(cdispec.SpecName("X"), "X.json")
+	entries, err := os.ReadDir(p.cfg.CDIDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("list CDI specs: %w", err)
+	}
+	for _, e := range entries {
+		uid, ok := strings.CutPrefix(e.Name(), prefix)
+		uid, json := strings.CutSuffix(uid, ".json")
+		if !ok || !json {
+			continue
+		}
+		if _, known := cp.Claims[uid]; !known {
+			p.log.Info("removing the CDI spec of a claim not prepared here", "uid", uid)
+			if err := p.cdi.Remove(uid); err != nil {
+				return err
+			}
+		}
+	}
+	dirs, err := os.ReadDir(p.cfg.AccountingRoot)
+	if err != nil {
+		return fmt.Errorf("list accounting dirs: %w", err)
+	}
+	for _, d := range dirs {
+		if _, known := cp.Claims[d.Name()]; !known && d.IsDir() {
+			p.log.Info("removing the accounting dir of a claim not prepared here", "uid", d.Name())
+			if err := os.RemoveAll(p.accountingDir(d.Name())); err != nil {
+				return fmt.Errorf("remove stale accounting dir: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// load reads the checkpoint; a corrupt one is reported and rebuilt from the
+// API server's view of the claims allocated on this node and in use.
+func (p *Plugin) load(ctx context.Context) (*checkpoint.Checkpoint, error) {
+	cp, err := p.ckpt.Load()
+	if err == nil {
+		return cp, nil
+	}
+	if !errors.Is(err, checkpoint.ErrCorrupt) {
+		return nil, err
+	}
+	p.metrics.CheckpointErrors.Inc()
+	p.log.Error(err, "checkpoint is corrupt: rebuilding it from the API server's view of the claims allocated on this node")
+	cp, rebuildErr := p.rebuild(ctx)
+	if rebuildErr != nil {
+		return nil, fmt.Errorf("%w; rebuilding it from the API server failed: %v (the plugin retries; or remove %s once no pod on the node uses a GPU slice)", err, rebuildErr, p.ckpt.Path())
+	}
+	bad := p.ckpt.Path() + ".corrupt"
+	_ = os.Rename(p.ckpt.Path(), bad) // kept for a person to inspect
+	for uid, c := range cp.Claims {
+		if err := p.createAccounting(uid, c, false); err != nil {
+			return nil, err
+		}
+		if err := p.writeSpec(uid, c); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.save(cp); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// rebuild lists the claims allocated to this node's devices and reserved
+// for a pod: those the kubelet has prepared or will.
+func (p *Plugin) rebuild(ctx context.Context) (*checkpoint.Checkpoint, error) {
+	list, err := p.cfg.Client.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list resource claims: %w", err)
+	}
+	cp := checkpoint.New(p.bootID)
+	for i := range list.Items {
+		claim := &list.Items[i]
+		if claim.Status.Allocation == nil || len(claim.Status.ReservedFor) == 0 {
+			continue
+		}
+		onNode := false
+		for _, r := range claim.Status.Allocation.Devices.Results {
+			onNode = onNode || (r.Driver == contract.DriverName && r.Pool == p.cfg.NodeName)
+		}
+		if !onNode {
+			continue
+		}
+		entry, err := p.plan(claim)
+		if err != nil {
+			p.log.Error(err, "claim left out of the rebuilt checkpoint")
+			continue
+		}
+		entry.State = checkpoint.PrepareCompleted
+		cp.Claims[string(claim.UID)] = entry
+	}
+	return cp, nil
+}

@@ -1,0 +1,178 @@
+package driver_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
+	"github.com/gpuslice/gpuslice/nodeplugin/driver"
+	"github.com/gpuslice/gpuslice/nodeplugin/shim"
+	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
+)
+
+// preparedClaim starts a plugin for a fresh node, has the scheduler
+// allocate one 25 % claim there and prepares it; it returns the config and
+// the claim's UID with the plugin stopped.
+func preparedClaim(t *testing.T, e *env, node string) (driver.Config, string) {
+	t.Helper()
+	p, cfg := e.startPlugin(node, 1)
+	e.waitSlices(node, 7)
+	claimName := e.runPod("app", e.class(25), node)
+	claim, _ := e.placement("app", claimName, true)
+	if _, err := prepare(t, e, cfg, claim); err != nil {
+		t.Fatal(err)
+	}
+	p.Stop()
+	return cfg, string(claim.UID)
+}
+
+func restart(t *testing.T, e *env, cfg driver.Config) *prometheus.Registry {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
+	p, err := driver.Start(e.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return reg
+}
+
+// TestReboot: after a reboot (new boot ID, /run and the CDI dir emptied)
+// the plugin recreates the spec and a fresh accounting region of every
+// claim still prepared.
+func TestReboot(t *testing.T) {
+	e := newEnv(t, "reboot-node")
+	cfg, uid := preparedClaim(t, e, "reboot-node")
+	region := filepath.Join(cfg.AccountingRoot, uid, shim.RegionFile)
+	before, err := accounting.ReadFile(region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(cfg.BootIDFile, []byte("boot-2\n"), 0o644)
+	os.RemoveAll(cfg.CDIDir)
+	os.RemoveAll(cfg.AccountingRoot)
+
+	restart(t, e, cfg)
+	assertPreparedOnly(t, cfg, uid)
+	after, err := accounting.ReadFile(region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.Created.After(before.Created) || after.MemoryLimit != 8<<30 {
+		t.Errorf("region after reboot: created %v (before %v), limit %d", after.Created, before.Created, after.MemoryLimit)
+	}
+	cp, _ := mustCheckpoint(t, cfg.StateDir).Load()
+	if cp.BootID != "boot-2" {
+		t.Errorf("checkpoint boot ID %q, want boot-2", cp.BootID)
+	}
+}
+
+// TestCorruptCheckpoint: a damaged checkpoint is reported (log and metric)
+// and rebuilt from the claims the API server shows allocated and reserved
+// on the node; specs of claims it does not know are removed.
+func TestCorruptCheckpoint(t *testing.T) {
+	e := newEnv(t, "corrupt-node")
+	cfg, uid := preparedClaim(t, e, "corrupt-node")
+	ckpt := filepath.Join(cfg.StateDir, "checkpoint.json")
+	data, _ := os.ReadFile(ckpt)
+	data[len(data)/2] ^= 0x20
+	os.WriteFile(ckpt, data, 0o600)
+	// leftovers of a claim nobody holds
+	stray := "11111111-2222-3333-4444-555555555555"
+	os.WriteFile(filepath.Join(cfg.CDIDir, cdispec.SpecName(stray)), []byte(`{}`), 0o644)
+	os.MkdirAll(filepath.Join(cfg.AccountingRoot, stray), 0o755)
+
+	reg := restart(t, e, cfg)
+	assertPreparedOnly(t, cfg, uid)
+	if _, err := os.Stat(ckpt + ".corrupt"); err != nil {
+		t.Errorf("the corrupt checkpoint was not kept for inspection: %v", err)
+	}
+	if got := gauge(t, reg, "gpuslice_checkpoint_corruptions_total", nil); got != 1 {
+		t.Errorf("gpuslice_checkpoint_corruptions_total = %v, want 1", got)
+	}
+}
+
+// TestMetrics reads the per-claim and per-GPU series of a prepared claim.
+func TestMetrics(t *testing.T) {
+	e := newEnv(t, "metrics-node")
+	cfg, uid := preparedClaim(t, e, "metrics-node")
+	reg := restart(t, e, cfg)
+	claim := map[string]string{"claim_uid": uid, "namespace": e.ns}
+	for name, want := range map[string]float64{
+		"gpuslice_claim_memory_limit_bytes":    8 << 30,
+		"gpuslice_claim_memory_used_bytes":     0,
+		"gpuslice_claim_compute_share_percent": 25,
+		"gpuslice_claim_region_read_errors":    0,
+	} {
+		if got := gauge(t, reg, name, claim); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	gpu := map[string]string{"gpu": "0", "modelName": "Tesla V100-PCIE-32GB", "Hostname": "metrics-node"}
+	for name, want := range map[string]float64{
+		"DCGM_FI_DEV_FB_FREE": 32768, "DCGM_FI_DEV_FB_USED": 0, "DCGM_FI_DEV_GPU_TEMP": 34, "DCGM_FI_DEV_POWER_USAGE": 26,
+		"gpuslice_prepared_claims": 1, "gpuslice_gpus_published": 1,
+	} {
+		labels := gpu
+		if name[0] == 'g' {
+			labels = nil
+		}
+		if got := gauge(t, reg, name, labels); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	// the claim's pod is gone: the kubelet unprepares, the series go
+	cl, err := e.client.ResourceV1().ResourceClaims(e.ns).List(e.ctx, metav1.ListOptions{})
+	if err != nil || len(cl.Items) != 1 {
+		t.Fatalf("claims: %v %v", cl, err)
+	}
+	k, _ := dialKubelet(t, cfg)
+	if err := k.Unprepare(e.ctx, &cl.Items[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got := gauge(t, reg, "gpuslice_claim_memory_limit_bytes", claim); got != -1 {
+		t.Errorf("series of an unprepared claim still reported: %v", got)
+	}
+}
+
+// gauge returns the value of the first series of name whose labels include
+// want, or -1 when there is none.
+func gauge(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.Metric {
+			if matches(m, want) {
+				switch {
+				case m.Gauge != nil:
+					return m.Gauge.GetValue()
+				case m.Counter != nil:
+					return m.Counter.GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
+
+func matches(m *dto.Metric, want map[string]string) bool {
+	n := 0
+	for _, l := range m.Label {
+		if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
+			n++
+		}
+	}
+	return n == len(want)
+}

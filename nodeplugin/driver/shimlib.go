@@ -1,0 +1,72 @@
+package driver
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gpuslice/gpuslice/nodeplugin/shim"
+)
+
+// installShim copies the shim library into dir under a name carrying its
+// content hash (libgpuslice-<hash>.so) and returns that path. A new plugin
+// version installs a new file beside the old one: a file that running
+// containers have mapped is never replaced, and an unchanged library is not
+// copied again.
+func installShim(source, dir string) (string, error) {
+	data, err := os.ReadFile(source)
+	if err != nil {
+		return "", fmt.Errorf("read the shim library %s: %w (build it with `make shim`, or set --shim-library)", source, err)
+	}
+	sum := sha256.Sum256(data)
+	name := fmt.Sprintf("libgpuslice-%s.so", hex.EncodeToString(sum[:6]))
+	dest := filepath.Join(dir, name)
+	if st, err := os.Stat(dest); err == nil && st.Size() == int64(len(data)) {
+		return dest, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create shim dir: %w", err)
+	}
+	if err := writeAtomically(dest, data, 0o755); err != nil {
+		return "", fmt.Errorf("install the shim library: %w", err)
+	}
+	return dest, nil
+}
+
+// writePreloadFile writes the ld.so.preload file the CDI specs mount.
+func writePreloadFile(stateDir string) (string, error) {
+	path := filepath.Join(stateDir, "ld.so.preload")
+	if b, err := os.ReadFile(path); err == nil && string(b) == shim.PreloadFileContent {
+		return path, nil
+	}
+	if err := writeAtomically(path, []byte(shim.PreloadFileContent), 0o644); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return path, nil
+}
+
+func writeAtomically(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,69 @@
+package metrics
+
+import (
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpuslice/gpuslice/nodeplugin/shim"
+	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
+)
+
+// Claim is a prepared claim whose accounting region is read at scrape time.
+type Claim struct {
+	UID, Namespace, Name string
+	GPUUUID              string
+	AccountingDir        string // host directory holding the region
+}
+
+var claimLabels = []string{"namespace", "claim", "claim_uid", "UUID"}
+
+var (
+	descLimit     = prometheus.NewDesc("gpuslice_claim_memory_limit_bytes", "Device memory budget of the claim.", claimLabels, nil)
+	descUsed      = prometheus.NewDesc("gpuslice_claim_memory_used_bytes", "Device memory charged by all processes of the claim.", claimLabels, nil)
+	descHighWater = prometheus.NewDesc("gpuslice_claim_memory_high_water_bytes", "Highest memory charged at once.", claimLabels, nil)
+	descDenied    = prometheus.NewDesc("gpuslice_claim_denied_allocations_total", "Allocations refused because they would exceed the budget.", claimLabels, nil)
+	descThrottled = prometheus.NewDesc("gpuslice_claim_throttled_seconds_total", "Time kernel launches were held back to keep the compute share.", claimLabels, nil)
+	descShare     = prometheus.NewDesc("gpuslice_claim_compute_share_percent", "Compute share of the claim.", claimLabels, nil)
+	descProcesses = prometheus.NewDesc("gpuslice_claim_processes", "Processes attached to the claim's region.", claimLabels, nil)
+	descReadError = prometheus.NewDesc("gpuslice_claim_region_read_errors", "1 when the claim's accounting region could not be read at this scrape.", claimLabels, nil)
+)
+
+// ClaimCollector reports every prepared claim's accounting region.
+type ClaimCollector struct {
+	Claims func() []Claim
+}
+
+func (c ClaimCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLimit, descUsed, descHighWater, descDenied, descThrottled, descShare, descProcesses, descReadError} {
+		ch <- d
+	}
+}
+
+func (c ClaimCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, cl := range c.Claims() {
+		labels := []string{cl.Namespace, cl.Name, cl.UID, cl.GPUUUID}
+		r, err := accounting.ReadFile(filepath.Join(cl.AccountingDir, shim.RegionFile))
+		failed := 0.0
+		if err != nil {
+			failed = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descReadError, prometheus.GaugeValue, failed, labels...)
+		if err != nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(descLimit, prometheus.GaugeValue, float64(r.MemoryLimit), labels...)
+		ch <- prometheus.MustNewConstMetric(descUsed, prometheus.GaugeValue, float64(r.Used), labels...)
+		ch <- prometheus.MustNewConstMetric(descHighWater, prometheus.GaugeValue, float64(r.HighWater), labels...)
+		ch <- prometheus.MustNewConstMetric(descDenied, prometheus.CounterValue, float64(r.OOMCount), labels...)
+		ch <- prometheus.MustNewConstMetric(descThrottled, prometheus.CounterValue, r.Throttled.Seconds(), labels...)
+		ch <- prometheus.MustNewConstMetric(descShare, prometheus.GaugeValue, float64(r.ComputeShare), labels...)
+		alive := 0
+		for _, p := range r.Processes {
+			if p.Alive {
+				alive++
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(descProcesses, prometheus.GaugeValue, float64(alive), labels...)
+	}
+}

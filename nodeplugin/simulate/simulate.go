@@ -1,0 +1,131 @@
+// Package simulate builds NVML servers with simulated GPUs on go-nvml's
+// mock framework, for the local control plane, the demo and the tests. It
+// adds the V100 profiles go-nvml does not ship (it has A100 and newer).
+package simulate
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+)
+
+// Volta V100 32 GB cards: compute capability 7.0, no MIG.
+var (
+	V100PCIe32GB = gpus.Config{
+		Name: "Tesla V100-PCIE-32GB", Architecture: nvml.DEVICE_ARCH_VOLTA, Brand: nvml.BRAND_TESLA,
+		MemoryMB: 32768, CudaMajor: 7, CudaMinor: 0, PciDeviceId: 0x1DB610DE,
+	}
+	V100SXM232GB = gpus.Config{
+		Name: "Tesla V100-SXM2-32GB", Architecture: nvml.DEVICE_ARCH_VOLTA, Brand: nvml.BRAND_TESLA,
+		MemoryMB: 32768, CudaMajor: 7, CudaMinor: 0, PciDeviceId: 0x1DB510DE,
+	}
+)
+
+// Profiles names the simulated cards for --simulate.
+var Profiles = map[string]gpus.Config{
+	"v100-32gb":      V100PCIe32GB, // the card of the field test
+	"v100-pcie-32gb": V100PCIe32GB,
+	"v100-sxm2-32gb": V100SXM232GB,
+}
+
+// Driver the simulated node reports: a 550 driver (CUDA 12.4), the first
+// that loads compressed kernels, as current images need.
+const (
+	DriverVersion     = "550.54.15"
+	NVMLVersion       = "12.550.54.15"
+	CUDADriverVersion = 12040
+)
+
+// Spec is a parsed --simulate value: Count GPUs of one profile.
+type Spec struct {
+	Profile string
+	Count   int
+}
+
+// ParseSpec reads "<profile>:<count>", e.g. "v100-32gb:4"; the count
+// defaults to 1.
+func ParseSpec(s string) (Spec, error) {
+	name, count, found := strings.Cut(strings.TrimSpace(s), ":")
+	spec := Spec{Profile: strings.ToLower(name), Count: 1}
+	if _, ok := Profiles[spec.Profile]; !ok {
+		return spec, fmt.Errorf("--simulate %q: unknown GPU profile %q; use one of %s, e.g. v100-32gb:4", s, name, strings.Join(ProfileNames(), ", "))
+	}
+	if found {
+		n, err := strconv.Atoi(count)
+		if err != nil || n < 1 || n > 16 {
+			return spec, fmt.Errorf("--simulate %q: GPU count %q must be a number from 1 to 16", s, count)
+		}
+		spec.Count = n
+	}
+	return spec, nil
+}
+
+// ProfileNames lists the profiles, sorted.
+func ProfileNames() []string {
+	var names []string
+	for n := range Profiles {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Busy is what a simulated GPU reports to the metrics: fixed values, so a
+// scrape shows the DCGM-style series with plausible numbers.
+const (
+	SimUtilizationPercent = 0
+	SimTemperatureC       = 34
+	SimPowerMilliwatts    = 26000
+)
+
+// New returns a simulated node: spec.Count GPUs whose UUIDs and PCI bus ids
+// derive from seed (use the node name), so two simulated nodes differ and a
+// restarted plugin sees the same GPUs.
+func New(spec Spec, seed string) *server.Server {
+	cfg := Profiles[spec.Profile]
+	devices := make([]nvml.Device, spec.Count)
+	for i := range devices {
+		devices[i] = newDevice(cfg, i, seed)
+	}
+	s := &server.Server{Devices: devices, DriverVersion: DriverVersion, NvmlVersion: NVMLVersion, CudaDriverVersion: CUDADriverVersion}
+	s.SetMockFuncs()
+	return s
+}
+
+// busNumbers are PCI buses of GPUs in a typical two-socket server.
+var busNumbers = []int{0x3b, 0x5e, 0x86, 0xaf, 0x18, 0x1c, 0xd8, 0xdb, 0x04, 0x07, 0x0a, 0x0d, 0x41, 0x44, 0x47, 0x4a}
+
+func newDevice(cfg gpus.Config, index int, seed string) *server.Device {
+	d := server.NewDeviceFromConfig(cfg, index)
+	d.UUID = stableUUID(seed, index)
+	d.PciBusID = fmt.Sprintf("00000000:%02X:00.0", busNumbers[index%len(busNumbers)])
+	d.MemoryInfo = nvml.Memory{Total: cfg.MemoryMB << 20, Free: cfg.MemoryMB << 20}
+	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
+		p := nvml.PciInfo{PciDeviceId: cfg.PciDeviceId, Bus: uint32(busNumbers[index%len(busNumbers)])}
+		for i, c := range []byte(d.PciBusID) {
+			p.BusId[i] = int8(c)
+		}
+		return p, nvml.SUCCESS
+	}
+	// Volta has no MIG: real NVML answers NOT_SUPPORTED.
+	d.GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
+	d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+		return nvml.Utilization{Gpu: SimUtilizationPercent}, nvml.SUCCESS
+	}
+	d.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return SimTemperatureC, nvml.SUCCESS }
+	d.GetPowerUsageFunc = func() (uint32, nvml.Return) { return SimPowerMilliwatts, nvml.SUCCESS }
+	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
+	return d
+}
+
+// stableUUID formats a hash of seed and index as an NVIDIA GPU UUID.
+func stableUUID(seed string, index int) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("gpuslice-sim/%s/%d", seed, index)))
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
