@@ -3,11 +3,13 @@ package provider_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,16 +33,14 @@ func TestAccExamplesOffline(t *testing.T) {
 		t.Skip("applies the examples' fixed names (team-a, v100-8gi)")
 	}
 	root := repoRoot()
-	tmp := t.TempDir()
-	mirror, tfrc := filepath.Join(tmp, "mirror"), filepath.Join(tmp, "gpuslice.tfrc")
-	run(t, root, nil, "make", "-s", "install", "MIRROR="+mirror, "TFRC="+tfrc)
-
-	work := filepath.Join(tmp, "quickstart")
+	tfrc := install(t)
+	work := filepath.Join(t.TempDir(), "examples")
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	files, _ := filepath.Glob(filepath.Join(root, "examples", "*", "*", "*.tf"))
-	files = append(files, filepath.Join(root, "examples", "provider", "provider.tf"))
+	resources, _ := filepath.Glob(filepath.Join(root, "examples", "resources", "*", "resource.tf"))
+	dataSources, _ := filepath.Glob(filepath.Join(root, "examples", "data-sources", "*", "data-source.tf"))
+	files := append(append(resources, dataSources...), filepath.Join(root, "examples", "provider", "provider.tf"))
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -54,24 +54,79 @@ func TestAccExamplesOffline(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env := []string{"TF_CLI_CONFIG_FILE=" + tfrc, "TF_IN_AUTOMATION=1", "TF_VAR_kubeconfig=" + kubeconfig,
+	applyOffline(t, work, tfrc, []string{"TF_VAR_kubeconfig=" + kubeconfig}, 4)
+}
+
+// The quickstart (examples/quickstart with its module), configured through
+// KUBE_CONFIG_PATH as its comment says.
+func TestAccQuickstartOffline(t *testing.T) {
+	needCluster(t)
+	if own {
+		t.Skip("applies the quickstart's fixed names (team-a, v100-8gi)")
+	}
+	root := repoRoot()
+	tfrc := install(t)
+	work := t.TempDir()
+	for _, dir := range []string{"quickstart", "modules"} {
+		if err := os.CopyFS(filepath.Join(work, dir), os.DirFS(filepath.Join(root, "examples", dir))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Simulated nodes have no kubelet and the control plane no storage
+	// provisioner: pods never start, so apply does not wait for them.
+	applyOffline(t, filepath.Join(work, "quickstart"), tfrc, []string{"KUBE_CONFIG_PATH=" + kubeconfig, "TF_VAR_wait_for=none"}, 6)
+}
+
+var (
+	installOnce sync.Once
+	installDir  string
+)
+
+// install runs `make install` into a temporary mirror once and returns its
+// CLI configuration file.
+func install(t *testing.T) string {
+	t.Helper()
+	installOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gpuslice-mirror-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, repoRoot(), nil, "make", "-s", "install", "MIRROR="+filepath.Join(dir, "mirror"), "TFRC="+filepath.Join(dir, "gpuslice.tfrc"))
+		installDir = dir
+	})
+	if installDir == "" {
+		t.Fatal("make install failed in an earlier test")
+	}
+	return filepath.Join(installDir, "gpuslice.tfrc")
+}
+
+// applyOffline runs tofu init (from the mirror alone), apply, a plan that
+// must change no resource, and destroy in dir; the workload team-a/ollama
+// must exist in between.
+func applyOffline(t *testing.T, dir, tfrc string, extraEnv []string, resources int) {
+	t.Helper()
+	env := append([]string{"TF_CLI_CONFIG_FILE=" + tfrc, "TF_IN_AUTOMATION=1",
 		// Nothing may be downloaded: a registry lookup would fail here.
-		"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9"}
+		"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9"}, extraEnv...)
 	tofu := os.Getenv("TF_ACC_TERRAFORM_PATH")
-	out := run(t, work, env, tofu, "init", "-input=false", "-no-color")
+	out := run(t, dir, env, tofu, "init", "-input=false", "-no-color")
 	if !strings.Contains(out, "gpuslice/gpuslice v0.1.0") {
 		t.Errorf("init did not install the mirrored provider:\n%s", out)
 	}
-	out = run(t, work, env, tofu, "apply", "-auto-approve", "-input=false", "-no-color")
-	if !strings.Contains(out, "Apply complete! Resources: 4 added") {
-		t.Errorf("apply output:\n%s", out)
+	out = run(t, dir, env, tofu, "apply", "-auto-approve", "-input=false", "-no-color")
+	if want := fmt.Sprintf("Apply complete! Resources: %d added", resources); !strings.Contains(out, want) {
+		t.Errorf("apply output lacks %q:\n%s", want, out)
 	}
 	d, err := kube.AppsV1().Deployments("team-a").Get(context.Background(), "ollama", metav1.GetOptions{})
 	if err != nil || d.Spec.Template.Spec.Containers[0].Image != "ollama/ollama:0.24.0" {
 		t.Errorf("Deployment team-a/ollama after apply: %v", err)
 	}
-	run(t, work, env, tofu, "plan", "-detailed-exitcode", "-input=false", "-no-color") // exit 2 would mean changes
-	run(t, work, env, tofu, "destroy", "-auto-approve", "-input=false", "-no-color")
+	// Outputs may move on (a claim appears); resources must not.
+	out = run(t, dir, env, tofu, "plan", "-input=false", "-no-color")
+	if strings.Contains(out, " will be ") || strings.Contains(out, " must be ") {
+		t.Errorf("plan after apply wants changes:\n%s", out)
+	}
+	run(t, dir, env, tofu, "destroy", "-auto-approve", "-input=false", "-no-color")
 	if _, err := kube.AppsV1().Deployments("team-a").Get(context.Background(), "ollama", metav1.GetOptions{}); err == nil {
 		t.Error("Deployment team-a/ollama still there after destroy")
 	}

@@ -123,6 +123,9 @@ func TestAccWorkload(t *testing.T) {
 					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("device"), knownvalue.StringRegexp(regexp.MustCompile(`^gpu-0-25pct-\d$`))),
 					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("claim"), knownvalue.StringRegexp(regexp.MustCompile(`^ollama-`))),
 					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("service_address"), knownvalue.StringExact("ollama."+ns+".svc:11434")),
+					statecheck.ExpectIdentity("gpuslice_workload.ollama", map[string]knownvalue.Check{
+						"namespace": knownvalue.StringExact(ns), "name": knownvalue.StringExact("ollama"),
+					}),
 				},
 				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
 			},

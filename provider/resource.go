@@ -39,6 +39,9 @@ type typeOps struct {
 	plannedComputed func(target any) map[string]cty.Value
 	// unknownOnChange lists computed attributes apply may change.
 	unknownOnChange []string
+	// identity names the attributes of the resource identity, in import ID
+	// order (joined by "/").
+	identity []string
 	// timeouts adds a timeouts block; wait is the default wait for create
 	// and update.
 	timeouts bool
@@ -275,7 +278,7 @@ func (r *gpusliceResource) Create(ctx context.Context, req resource.CreateReques
 			return d, diags
 		}
 		return t.Create(ctx, d)
-	}, &resp.State, &resp.Diagnostics)
+	}, &resp.State, resp.Identity, &resp.Diagnostics)
 }
 
 func (r *gpusliceResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -285,12 +288,12 @@ func (r *gpusliceResource) Update(ctx context.Context, req resource.UpdateReques
 			return d, diags
 		}
 		return t.Update(ctx, d)
-	}, &resp.State, &resp.Diagnostics)
+	}, &resp.State, resp.Identity, &resp.Diagnostics)
 }
 
 // applyPlan carries out the planned value: plan the resource's objects,
 // apply them, wait for a workload, and record the state.
-func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, timeout func(context.Context, time.Duration) (time.Duration, diag.Diagnostics), state *tfsdk.State, diags *diag.Diagnostics) {
+func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, timeout func(context.Context, time.Duration) (time.Duration, diag.Diagnostics), state *tfsdk.State, identity *tfsdk.ResourceIdentity, diags *diag.Diagnostics) {
 	e := r.engine(diags)
 	if e == nil {
 		return
@@ -334,6 +337,7 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 		_, waitErr = e.Wait(ctx, []*spec.Workload{w}, nil)
 	}
 	r.writeState(ctx, e, planned, target, state, diags)
+	r.setIdentity(ctx, identity, config.ResourceID(target), diags)
 	if waitErr != nil {
 		diags.AddError("Workload not ready", waitErr.Error()+"\n\nThe objects are applied; fix the cause (or set wait_for) and apply again.")
 	}
@@ -421,6 +425,7 @@ func (r *gpusliceResource) Read(ctx context.Context, req resource.ReadRequest, r
 	engine.ResolveResource(live, r.data.tables.GPUModels)
 	setAddress(live, engine.ResourceAddress(r.def.Type, id))
 	r.writeState(ctx, e, value, live, &resp.State, &resp.Diagnostics)
+	r.setIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
 }
 
 func sameSpec(def engineschema.Resource, prior any, liveArgs cty.Value) bool {
@@ -462,12 +467,17 @@ func (r *gpusliceResource) Delete(ctx context.Context, req resource.DeleteReques
 }
 
 func (r *gpusliceResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	attrs, err := r.ops.importAttributes(req.ID)
+	id := req.ID
+	if id == "" && req.Identity != nil {
+		id = r.idFromIdentity(ctx, req.Identity, &resp.Diagnostics)
+	}
+	attrs, err := r.ops.importAttributes(id)
 	if err != nil {
-		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("%q: %v; the ID of a %s is %s", req.ID, err, r.def.Type, r.def.ImportID))
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("%q: %v; the ID of a %s is %s", id, err, r.def.Type, r.def.ImportID))
 		return
 	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id)...)
+	r.setIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
 	for name, v := range attrs {
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root(name), v)...)
 	}
