@@ -3,6 +3,7 @@ package provider_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -15,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-func quotaConfig(ns, cpu string, slices int) string {
-	return providerBlock() + fmt.Sprintf(`
+func quotaConfig(ns, cpu string, slices int, extra ...string) string {
+	return providerBlock() + strings.Join(extra, "\n") + fmt.Sprintf(`
 resource "gpuslice_package" "small" {
   name      = "%[1]s-8gi"
   gpu_model = "Tesla V100-PCIE-32GB"
@@ -35,6 +36,9 @@ resource "gpuslice_quota" "q" {
   cpu_requests    = %[2]q
   memory_requests = "16384Mi"
   max_claims      = 4
+
+  # The quota grants 0 of every package in the cluster when it is applied.
+  depends_on = [gpuslice_package.large]
 }
 `, ns, cpu, slices)
 }
@@ -98,6 +102,23 @@ func TestAccQuota(t *testing.T) {
 				},
 			},
 			{
+				// A package created later: the quota's next plan adds its 0, so
+				// the new package is not unlimited for the namespace.
+				Config:             quotaConfig(ns, "12", 3, mediumPackage(ns)),
+				ExpectNonEmptyPlan: true,
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_quota.q", plancheck.ResourceActionUpdate)},
+				},
+			},
+			{
+				Config: quotaConfig(ns, "12", 3, mediumPackage(ns)),
+				Check:  quotaHard(ns, map[string]string{devices(ns + "-16gi"): "0", devices(small): "3"}),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_quota.q", plancheck.ResourceActionUpdate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+			},
+			{
 				// Import reads quantities in their canonical form ("16Gi" for the
 				// configured "16384Mi"); everything else must match.
 				ResourceName: "gpuslice_quota.q", ImportState: true, ImportStateId: ns, ImportStateVerify: true,
@@ -121,7 +142,7 @@ func TestAccQuota(t *testing.T) {
 						t.Fatalf("edit namespace: %v", err)
 					}
 				},
-				Config: quotaConfig(ns, "12", 3),
+				Config: quotaConfig(ns, "12", 3, mediumPackage(ns)),
 				Check:  quotaHard(ns, map[string]string{devices(small): "3"}),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{
@@ -139,4 +160,14 @@ func TestAccQuota(t *testing.T) {
 			},
 		},
 	})
+}
+
+func mediumPackage(ns string) string {
+	return fmt.Sprintf(`
+resource "gpuslice_package" "medium" {
+  name      = "%s-16gi"
+  gpu_model = "Tesla V100-PCIE-32GB"
+  fraction  = 50
+}
+`, ns)
 }
