@@ -66,14 +66,16 @@ type Package struct {
 
 // packageOf finds the package in the stack, else among the cluster's
 // DeviceClasses (the provider checks one resource at a time).
-func (c *checker) packageOf(name string) *Package {
-	for _, p := range c.stack.Packages {
+func (c *checker) packageOf(name string) *Package { return packageOf(c.stack, c.facts, name) }
+
+func packageOf(s *spec.Stack, facts *Facts, name string) *Package {
+	for _, p := range s.Packages {
 		if p.Name == name {
 			return &Package{Name: p.Name, GPUModel: p.GPUModel, Fraction: p.Fraction, MemoryBytes: p.MemoryBytes}
 		}
 	}
-	if c.facts != nil {
-		if p, ok := c.facts.Packages[name]; ok {
+	if facts != nil {
+		if p, ok := facts.Packages[name]; ok {
 			return &p
 		}
 	}

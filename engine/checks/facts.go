@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/engine/capacity"
 	"github.com/gpuslice/gpuslice/engine/objects"
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/engine/spec"
@@ -58,16 +59,13 @@ func Gather(ctx context.Context, client kubernetes.Interface, s *spec.Stack) (*F
 	if len(s.Workloads) == 0 {
 		return f, nil
 	}
-	slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + contract.DriverName})
+	snap, err := capacity.Load(ctx, client)
 	if err != nil {
-		return nil, fmt.Errorf("list ResourceSlices: %w", err)
+		return nil, err
 	}
-	for _, sl := range slices.Items {
-		for _, d := range sl.Spec.Devices {
-			model, cc := d.Attributes[contract.AttrModel], d.Attributes[contract.AttrComputeCapability]
-			if model.StringValue != nil && cc.VersionValue != nil {
-				f.ComputeCapability[*model.StringValue] = *cc.VersionValue
-			}
+	for _, g := range snap.GPUs() {
+		if g.ComputeCapability != "" {
+			f.ComputeCapability[g.Model] = g.ComputeCapability
 		}
 	}
 	classes, err := client.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{LabelSelector: contract.LabelManagedBy + "=" + contract.ManagedBy})
@@ -76,6 +74,14 @@ func Gather(ctx context.Context, client kubernetes.Interface, s *spec.Stack) (*F
 	}
 	for _, dc := range classes.Items {
 		f.Packages[dc.Name] = packageFromClass(dc)
+	}
+	// Free slices of every package the workloads use, honouring the GPUs'
+	// shared counters.
+	f.FreeSlices = map[string]int64{}
+	for _, w := range s.Workloads {
+		if p := packageOf(s, f, w.Package); p != nil {
+			f.FreeSlices[p.Name] = snap.Package(p.Name, p.GPUModel, p.Fraction).Free
+		}
 	}
 	namespaces := map[string]bool{}
 	for _, w := range s.Workloads {
