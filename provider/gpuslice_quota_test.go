@@ -17,6 +17,11 @@ import (
 )
 
 func quotaConfig(ns, cpu string, slices int, extra ...string) string {
+	return quotaConfigAfter(ns, cpu, slices, "gpuslice_package.large", extra...)
+}
+
+// quotaConfigAfter makes the quota depend on after (a resource list).
+func quotaConfigAfter(ns, cpu string, slices int, after string, extra ...string) string {
 	return providerBlock() + strings.Join(extra, "\n") + fmt.Sprintf(`
 resource "gpuslice_package" "small" {
   name      = "%[1]s-8gi"
@@ -38,9 +43,9 @@ resource "gpuslice_quota" "q" {
   max_claims      = 4
 
   # The quota grants 0 of every package in the cluster when it is applied.
-  depends_on = [gpuslice_package.large]
+  depends_on = [%[4]s]
 }
-`, ns, cpu, slices)
+`, ns, cpu, slices, after)
 }
 
 // quotaHard reads the namespace's ResourceQuota and tenant label back from
@@ -102,17 +107,29 @@ func TestAccQuota(t *testing.T) {
 				},
 			},
 			{
-				// A package created later: the quota's next plan adds its 0, so
-				// the new package is not unlimited for the namespace.
-				Config:             quotaConfig(ns, "12", 3, mediumPackage(ns)),
+				// A package planned and created after the quota: the quota's
+				// next plan adds its 0, so the new package is not unlimited for
+				// the namespace.
+				Config:             quotaConfig(ns, "12", 3, mediumPackage(ns, "", "gpuslice_quota.q")),
 				ExpectNonEmptyPlan: true,
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_quota.q", plancheck.ResourceActionUpdate)},
 				},
 			},
 			{
-				Config: quotaConfig(ns, "12", 3, mediumPackage(ns)),
+				Config: quotaConfig(ns, "12", 3, mediumPackage(ns, "", "gpuslice_quota.q")),
 				Check:  quotaHard(ns, map[string]string{devices(ns + "-16gi"): "0", devices(small): "3"}),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_quota.q", plancheck.ResourceActionUpdate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+			},
+			{
+				// Planned before the quota, a new package gets its 0 in the
+				// same apply.
+				Config: quotaConfigAfter(ns, "12", 3, "gpuslice_package.large, gpuslice_package.mediumx",
+					mediumPackage(ns, "", ""), mediumPackage(ns+"-x", "x", "")),
+				Check: quotaHard(ns, map[string]string{devices(ns + "-x-16gi"): "0"}),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_quota.q", plancheck.ResourceActionUpdate)},
 					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
@@ -142,7 +159,7 @@ func TestAccQuota(t *testing.T) {
 						t.Fatalf("edit namespace: %v", err)
 					}
 				},
-				Config: quotaConfig(ns, "12", 3, mediumPackage(ns)),
+				Config: quotaConfig(ns, "12", 3, mediumPackage(ns, "", "")),
 				Check:  quotaHard(ns, map[string]string{devices(small): "3"}),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{
@@ -162,12 +179,14 @@ func TestAccQuota(t *testing.T) {
 	})
 }
 
-func mediumPackage(ns string) string {
+// mediumPackage declares a 50 % package, after the resources in after.
+func mediumPackage(ns, suffix, after string) string {
 	return fmt.Sprintf(`
-resource "gpuslice_package" "medium" {
-  name      = "%s-16gi"
-  gpu_model = "Tesla V100-PCIE-32GB"
-  fraction  = 50
+resource "gpuslice_package" "medium%s" {
+  name       = "%s-16gi"
+  gpu_model  = "Tesla V100-PCIE-32GB"
+  fraction   = 50
+  depends_on = [%s]
 }
-`, ns)
+`, suffix, ns, after)
 }

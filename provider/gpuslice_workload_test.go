@@ -181,6 +181,13 @@ func TestAccWorkloadInvalid(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: providers,
 		Steps: []resource.TestStep{
+			{
+				// The package is planned in the same run, not in the cluster
+				// yet: the check still knows its GPU.
+				Config:      strings.Replace(workloadConfig("acc-fresh", "deployment", "ollama/ollama:0.30.0", "16384"), "wait_for  = \"scheduled\"", "", 1),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`Image does not run on this GPU`),
+			},
 			{Config: packageAndQuota},
 			{
 				// The engine's validation, on container.env, at plan time.

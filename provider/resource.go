@@ -151,6 +151,11 @@ func (r *gpusliceResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 		// (The workload checks say it themselves, naming what they skip.)
 		resp.Diagnostics.AddWarning("Cluster checks skipped", skipped)
 	}
+	if p, ok := target.(*spec.Package); ok {
+		r.data.planned.add(p)
+	} else {
+		rc = r.data.planned.extend(rc)
+	}
 	refs := referencedPackages(target)
 	ds := engine.ValidateResource(target, rc, r.data.tables.GPUModels, refs...)
 	if e != nil {
@@ -318,6 +323,9 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 	if err != nil {
 		diags.AddError("Cannot read the cluster", err.Error())
 		return
+	}
+	if _, ok := target.(*spec.Package); !ok {
+		rc = r.data.planned.extend(rc)
 	}
 	p, err := e.PlanResource(ctx, target, rc, r.data.tables.GPUModels, plan.Options{})
 	if err != nil {
