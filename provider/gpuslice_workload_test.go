@@ -205,3 +205,25 @@ func TestAccWorkloadInvalid(t *testing.T) {
 		},
 	})
 }
+
+// The timeouts block bounds apply's wait: pods on the simulated nodes never
+// become ready, so create fails with the diagnosed status, the objects
+// applied and the resource tainted.
+func TestAccWorkloadTimeout(t *testing.T) {
+	needCluster(t)
+	if own {
+		t.Skip("relies on nodes that never run pods")
+	}
+	const ns = "acc-timeout"
+	config := strings.Replace(workloadConfig(ns, "deployment", "ollama/ollama:0.24.0", "16384"), `wait_for  = "scheduled"`, `wait_for  = "ready"
+  timeouts {
+    create = "5s"
+  }`, 1)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providers,
+		Steps: []resource.TestStep{{
+			Config:      config,
+			ExpectError: regexp.MustCompile(`(?s)Workload not ready.*Pending`),
+		}},
+	})
+}
