@@ -47,7 +47,7 @@ func (r *gpusliceResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	e, rc, skipped := r.clusterContext(ctx, target)
 	if _, isWorkload := target.(*spec.Workload); e == nil && !isWorkload {
 		// (The workload checks say it themselves, naming what they skip.)
-		resp.Diagnostics.AddWarning("Cluster checks skipped", skipped)
+		resp.Diagnostics.AddWarning("Cluster checks skipped", skipped+"; ownership and drift are checked once the cluster can be read")
 	}
 	refs := referencedPackages(target)
 	ds := engine.ValidateResource(target, rc, r.data.tables.GPUModels, refs...)

@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"fmt"
+	"regexp"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -45,6 +46,38 @@ resource "gpuslice_package" "p" {
 				PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_package.p", plancheck.ResourceActionCreate)},
 				PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
 			},
+		}},
+	})
+}
+
+// No connection configured: no kubeconfig is read (KUBECONFIG points at the
+// test cluster here, and is ignored), the plan works without the cluster,
+// apply says what to configure.
+func TestAccNoConnection(t *testing.T) {
+	needCluster(t)
+	if own {
+		t.Skip("KUBE_CONFIG_PATH configures the connection")
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providers,
+		Steps: []resource.TestStep{{
+			Config: `
+terraform {
+  required_providers {
+    gpuslice = { source = "registry.terraform.io/gpuslice/gpuslice" }
+  }
+}
+
+provider "gpuslice" {}
+
+resource "gpuslice_package" "p" {
+  name      = "acc-no-connection"
+  gpu_model = "Tesla V100-PCIE-32GB"
+  fraction  = 25
+}
+`,
+			ExpectError: regexp.MustCompile(`(?s)No cluster.*no cluster connection configured.*KUBE_CONFIG_PATH`),
 		}},
 	})
 }

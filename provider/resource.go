@@ -89,7 +89,7 @@ func (r *gpusliceResource) engine(diags *diag.Diagnostics) *engine.Engine {
 		if r.data != nil {
 			reason = r.data.skipped
 		}
-		diags.AddError("No cluster", reason+"; configure the provider's cluster connection (config_path, host, … or KUBE_CONFIG_PATH) to apply")
+		diags.AddError("No cluster", reason+": set config_path, host (with token or certificates) or exec in the provider block, or KUBE_CONFIG_PATH")
 		return nil
 	}
 	return r.data.engine
