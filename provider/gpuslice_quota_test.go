@@ -41,6 +41,8 @@ resource "gpuslice_quota" "q" {
   cpu_requests    = %[2]q
   memory_requests = "16384Mi"
   max_claims      = 4
+  tenant_users    = ["alice"]
+  tenant_groups   = ["team-a"]
 
   # The quota grants 0 of every package in the cluster when it is applied.
   depends_on = [%[4]s]
@@ -69,6 +71,13 @@ func quotaHard(ns string, want map[string]string) resource.TestCheckFunc {
 		}
 		if n.Labels["gpuslice.dev/tenant"] != "true" {
 			return fmt.Errorf("namespace %s labels %v lack gpuslice.dev/tenant=true", ns, n.Labels)
+		}
+		rb, err := kube.RbacV1().RoleBindings(ns).Get(ctx, "gpuslice-tenant", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(rb.Subjects) != 2 || rb.Subjects[0].Name != "alice" || rb.Subjects[1].Name != "team-a" {
+			return fmt.Errorf("RoleBinding %s/gpuslice-tenant grants %+v, want user alice and group team-a", ns, rb.Subjects)
 		}
 		return nil
 	}
