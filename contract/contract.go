@@ -48,3 +48,30 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedBy      = "gpuslice"
 )
+
+// Environment a tenant container may not set: the node plugin sets these to
+// confine a container to its slice, the engine refuses them in a workload
+// and the admission policies refuse them in any pod of a tenant namespace.
+var (
+	ReservedEnvNames = []string{
+		"LD_PRELOAD", "LD_AUDIT", // load or unhook libraries around the shim
+		"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", // pick GPUs
+		"NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES", // NVIDIA container runtime device injection
+	}
+	ReservedEnvPrefixes = []string{"GPUSLICE_", "CUDA_MPS_"}
+)
+
+// ReservedEnv reports whether a container may not set the variable name.
+func ReservedEnv(name string) bool {
+	for _, n := range ReservedEnvNames {
+		if name == n {
+			return true
+		}
+	}
+	for _, p := range ReservedEnvPrefixes {
+		if len(name) >= len(p) && name[:len(p)] == p {
+			return true
+		}
+	}
+	return false
+}

@@ -27,7 +27,12 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpuslice/gpuslice/acctest/cluster"
+	"github.com/gpuslice/gpuslice/acctest/clustertest"
+	"github.com/gpuslice/gpuslice/engine"
+	"github.com/gpuslice/gpuslice/engine/apply"
 	"github.com/gpuslice/gpuslice/engine/config"
+	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/render"
 )
 
@@ -59,34 +64,58 @@ var (
 
 // admission applies the admission stack once per test binary and waits
 // until every policy is enforced.
-func admission(t *testing.T) *admissionEnv {
-	t.Helper()
-	e, cl := newEngine(t)
+func admission(tb testing.TB) *admissionEnv {
+	tb.Helper()
+	cl := clustertest.Shared(tb)
 	admissionOnce.Do(func() {
-		ctx := context.Background()
-		admissionErr = fmt.Errorf("applying the admission stack failed in an earlier test")
-		c, diags := config.Load("testdata/admission/stack", config.Options{Stack: "admission", VarOptions: config.VarOptions{Env: []string{}}})
-		if diags.HasErrors() {
-			t.Fatal(diags.Err())
-		}
-		mustApply(t, e, c.Stack)
-		cfg := cl.RESTConfig()
-		env := &admissionEnv{cfg: cfg, client: dynamic.NewForConfigOrDie(cfg),
-			mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(cfg)))}
-		for _, ns := range []string{admissionTenant, admissionPlatform, "kube-system"} {
-			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, adminAccessLabel)
-			if _, err := cl.Client().CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "admission-test"}); err != nil {
-				admissionErr = err
-				return
-			}
-		}
-		admissionErr = env.waitEnforced(ctx, admissionTenant, "testdata/admission/hostile")
-		admissionSetup = env
+		admissionSetup, admissionErr = setUpAdmission(tb, cl)
 	})
 	if admissionErr != nil {
-		t.Fatal(admissionErr)
+		tb.Fatal(admissionErr)
 	}
 	return admissionSetup
+}
+
+func setUpAdmission(tb testing.TB, cl *cluster.Cluster) (*admissionEnv, error) {
+	ctx := context.Background()
+	e, err := engine.New(cl.RESTConfig(), "")
+	if err != nil {
+		return nil, err
+	}
+	c, diags := config.Load("testdata/admission/stack", config.Options{Stack: "admission", VarOptions: config.VarOptions{Env: []string{}}})
+	if diags.HasErrors() {
+		return nil, diags.Err()
+	}
+	p, err := e.Plan(ctx, c.Stack, plan.Options{})
+	if err == nil && p.Diagnostics.HasErrors() {
+		err = p.Diagnostics.Err()
+	}
+	if err == nil {
+		err = e.Apply(ctx, p, apply.Options{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("apply the admission stack: %w", err)
+	}
+	// The API server defaults fields of policies, bindings and roles; none
+	// of that may show as a change.
+	if p, err := e.Plan(ctx, c.Stack, plan.Options{}); err != nil || p.HasChanges() {
+		return nil, fmt.Errorf("plan after applying the admission stack is not empty (err %v):\n%s", err, planText(p))
+	}
+	cfg := cl.RESTConfig()
+	env := &admissionEnv{cfg: cfg, client: dynamic.NewForConfigOrDie(cfg),
+		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(cfg)))}
+	for _, ns := range []string{admissionTenant, admissionPlatform, "kube-system"} {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, adminAccessLabel)
+		if _, err := cl.Client().CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "admission-test"}); err != nil {
+			return nil, err
+		}
+	}
+	start := time.Now()
+	if err := env.waitEnforced(ctx, admissionTenant, "testdata/admission/hostile"); err != nil {
+		return nil, err
+	}
+	tb.Logf("all five policies enforced %s after the apply returned", time.Since(start).Round(time.Millisecond))
+	return env, nil
 }
 
 // waitEnforced waits until each policy refuses a manifest of the corpus it

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/gpuslice/gpuslice/acctest/cluster"
 	"github.com/gpuslice/gpuslice/acctest/devcluster"
 )
 
@@ -81,7 +82,7 @@ func (d *demo) run(ctx context.Context, tfConfig string) error {
 		return err
 	}
 	// No storage provisioner runs here: stand in for one so the model volume binds.
-	if err := createVolumes(ctx, d.client, d.dir, 4); err != nil {
+	if err := cluster.AddVolumes(ctx, d.client, d.dir, 4, "50Gi"); err != nil {
 		return err
 	}
 

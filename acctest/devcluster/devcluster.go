@@ -149,6 +149,7 @@ func Serve(dir, binDir string, nodes int) error {
 		return err
 	}
 	defer c.Stop()
+	pluginFailed := make(chan error, nodes)
 	s := State{PID: os.Getpid(), Kubeconfig: c.KubeconfigPath, Host: c.Host, StartupMS: c.StartupTime.Milliseconds()}
 	for i := 1; i <= nodes; i++ {
 		name := fmt.Sprintf("gpu-node-%d", i)
@@ -163,6 +164,11 @@ func Serve(dir, binDir string, nodes int) error {
 			return err
 		}
 		defer p.Stop()
+		go func() {
+			if err := <-p.Fatal(); err != nil {
+				pluginFailed <- fmt.Errorf("node plugin of %s failed: %w", name, err)
+			}
+		}()
 		s.NodePlugins = append(s.NodePlugins, np)
 	}
 	data, _ := json.MarshalIndent(s, "", "  ")
@@ -175,6 +181,8 @@ func Serve(dir, binDir string, nodes int) error {
 	case <-ctx.Done():
 	case <-watchFailure(c):
 		return fmt.Errorf("a control-plane component stopped: %v\n%s", c.Failed(), c.LogTails(20))
+	case err := <-pluginFailed:
+		return err
 	}
 	fmt.Printf("stopping\n")
 	return nil

@@ -87,6 +87,9 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	// The kubelet plugin helper GETs every claim of a prepare call: client-go's
+	// default of 5 requests/s would queue a pod with several claims.
+	rc.QPS, rc.Burst = 50, 100
 	if o.cfg.Client, err = kubernetes.NewForConfig(rc); err != nil {
 		return err
 	}

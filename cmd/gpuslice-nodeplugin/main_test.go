@@ -103,8 +103,12 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--node-name", "n", "--kubeconfig", "/nonexistent", "--fractions", "30"}, "--fractions: fraction \"30\""},
 		{[]string{"--node-name", "n", "--kubeconfig", "/nonexistent"}, "--kubeconfig /nonexistent"},
 		{[]string{"--node-name", "n", "--kubeconfig", writeKubeconfig(t, dir), "--simulate", "a100:2"}, "unknown GPU profile \"a100\""},
+		{[]string{"--node-name", "n", "--kubeconfig", writeKubeconfig(t, dir), "--nvml-library", "/nonexistent/libnvidia-ml.so.1"}, "use --simulate"},
+		{[]string{"--kubeconfig", writeKubeconfig(t, dir), "--simulate", "v100-32gb:1"}, "--node-name (or NODE_NAME) is required"},
 	} {
-		out, err := exec.Command(bin, append(dirFlags(dir), tc.args...)...).CombinedOutput()
+		cmd := exec.Command(bin, append(dirFlags(dir), tc.args...)...)
+		cmd.Env = append(os.Environ(), "NODE_NAME=") // --node-name defaults to it
+		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), tc.want) {
 			t.Errorf("%v: %v\n%s\nwant an error containing %q", tc.args, err, out, tc.want)
 		}

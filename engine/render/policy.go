@@ -50,6 +50,7 @@ func (r renderer) policies(p *spec.Platform) ([]objects.Object, error) {
 		// A policy that cannot be evaluated denies: an escape must never
 		// pass because an expression failed.
 		pol.spec.FailurePolicy = ptr.To(admissionv1.Fail)
+		pol.spec.MatchConstraints.MatchPolicy = ptr.To(admissionv1.Equivalent)
 		vap, err := object(p.Address, &admissionv1.ValidatingAdmissionPolicy{
 			ObjectMeta: r.meta(p.Address, "", name, nil),
 			Spec:       pol.spec,
@@ -74,11 +75,15 @@ func (r renderer) policies(p *spec.Platform) ([]objects.Object, error) {
 	return out, nil
 }
 
-// rules matches operations on resources of one API group.
+// rules matches operations on resources of one API group. Only v1 is
+// named: with matchPolicy Equivalent the API server converts a request made
+// through any other served version (resource.k8s.io/v1beta1 and v1beta2
+// can be turned on) to v1 first, so the expressions always see the v1
+// shape — a v1beta1 claim has no "exactly" and would otherwise pass them.
 func rules(group string, ops []admissionv1.OperationType, resources ...string) admissionv1.NamedRuleWithOperations {
 	return admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
 		Operations: ops,
-		Rule:       admissionv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: resources},
+		Rule:       admissionv1.Rule{APIGroups: []string{group}, APIVersions: []string{"v1"}, Resources: resources},
 	}}
 }
 

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/gpuslice/gpuslice/contract"
@@ -27,6 +28,14 @@ func claimVariables() []admissionv1.Variable {
 		{Name: "requests", Expression: `variables.devices.?requests.orValue([])`},
 		{Name: "exact", Expression: `variables.requests.filter(r, has(r.exactly))`},
 		{Name: "claimLabels", Expression: `variables.isTemplate ? object.spec.?metadata.?labels.orValue({}) : object.metadata.?labels.orValue({})`},
+		// The scheduler's claim for a pod that asks for a package by its
+		// extended resource name (DRAExtendedResource): unlabelled, one
+		// request per container, count = the quantity asked for. Only the
+		// label and one-slice rules are waived for it; a tenant forging one
+		// gains nothing the quota does not count (devices, not claims).
+		{Name: "schedulerMade", Expression: `!variables.isTemplate && ` +
+			`object.metadata.?annotations[?'` + resourcev1.ExtendedResourceClaimAnnotation + `'].orValue('') == 'true' && ` +
+			`object.metadata.?ownerReferences.orValue([]).exists(o, o.kind == 'Pod' && o.?controller.orValue(false))`},
 	}
 }
 
@@ -59,7 +68,7 @@ func claimShapePolicy() policy {
 			`object.metadata.?labels.orValue({}) != oldObject.metadata.?labels.orValue({})`}},
 		Variables: claimVariables(),
 		Validations: []admissionv1.Validation{
-			deny(`size(variables.requests) == 1`,
+			deny(`variables.schedulerMade || size(variables.requests) == 1`,
 				`variables.devicesPath + '.requests has ' + string(size(variables.requests)) + ' requests: one claim is one slice; `+
 					`write one request, `+documentedShape+`, and use one claim per slice'`),
 			deny(`variables.requests.all(r, !has(r.firstAvailable))`,
@@ -69,7 +78,7 @@ func claimShapePolicy() policy {
 			shape("adminAccess", `e.?adminAccess.orValue(false)`, `admin access reaches devices in use by other tenants; remove adminAccess`),
 			shape("capacity", `has(e.capacity)`, `a slice's memory and compute are fixed by its package; remove capacity and pick a package of the size you need`),
 			shape("allocationMode", `e.?allocationMode.orValue('ExactCount') != 'ExactCount'`, `allocationMode All would take every matching slice; remove allocationMode`),
-			shape("count", `e.?count.orValue(1) != 1`, `one claim is one slice; set count to 1 and use one claim (or one replica) per slice`),
+			shape("count", `!variables.schedulerMade && e.?count.orValue(1) != 1`, `one claim is one slice; set count to 1 and use one claim (or one replica) per slice`),
 			shape("tolerations", `has(e.tolerations)`, `tolerations would place the claim on slices taken out of service; remove tolerations`),
 			deny(`!has(variables.devices.config)`,
 				`variables.devicesPath + '.config: the gpuslice node plugin configures the slice from its package; remove the opaque config'`),
@@ -82,7 +91,7 @@ func claimShapePolicy() policy {
 			deny(`variables.exact.all(r, r.exactly.all(k, k in `+celList(exactFields)+`))`,
 				`variables.exact.filter(r, !r.exactly.all(k, k in `+celList(exactFields)+`)).map(r, variables.devicesPath + '.requests[' + r.name + `+
 					`'].exactly.' + r.exactly.filter(k, !(k in `+celList(exactFields)+`))[0])[0] + ': not part of a gpuslice claim; remove it; a gpuslice claim is `+documentedShape+`'`),
-			deny(`size(variables.exact) != 1 || `+label+` == variables.exact[0].exactly.deviceClassName`,
+			deny(`variables.schedulerMade || size(variables.exact) != 1 || `+label+` == variables.exact[0].exactly.deviceClassName`,
 				`(variables.isTemplate ? 'spec.metadata' : 'metadata') + '.labels[`+contract.LabelPackage+`] is \'' + `+label+` + '\' but the claim requests class \'' + `+
 					`variables.exact[0].exactly.deviceClassName + '\': label the claim with its package (the DeviceClass name)'`),
 			deny(`!variables.isTemplate || size(variables.exact) != 1 || !(`+celString(contract.LabelPackage)+` in object.metadata.?labels.orValue({})) || `+

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"github.com/gpuslice/gpuslice/contract"
 	"strings"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -13,12 +14,8 @@ import (
 // confine a container to its slice. ReservedEnvPrefixes reserve whole
 // families.
 var (
-	ReservedEnvNames = []string{
-		"LD_PRELOAD", "LD_AUDIT", // load or unhook libraries around the shim
-		"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", // pick GPUs
-		"NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES", // NVIDIA container runtime device injection
-	}
-	ReservedEnvPrefixes = []string{"GPUSLICE_", "CUDA_MPS_"}
+	ReservedEnvNames    = contract.ReservedEnvNames
+	ReservedEnvPrefixes = contract.ReservedEnvPrefixes
 )
 
 // ProtectedContainerPaths are paths inside the container that the node

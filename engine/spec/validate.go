@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/diag"
 	"github.com/gpuslice/gpuslice/schemas/tables"
 )
@@ -71,6 +72,7 @@ func Validate(s *Stack, models tables.GPUModels, extraPackages ...string) diag.D
 	quotaNS := map[string]string{}
 	for _, q := range s.Quotas {
 		v.quota(q, packages)
+		v.notSystemNamespace(q, s.Platform)
 		if prev, dup := quotaNS[q.Namespace]; dup {
 			v.errorf(q.Address, "namespace", "Duplicate quota", "namespace %q already has a quota in %s; merge the two", q.Namespace, prev)
 		}
@@ -186,6 +188,18 @@ func (v *validator) quota(q *Quota, packages map[string]bool) {
 	v.subjects(q.Address, "tenant_groups", q.TenantGroups)
 }
 
+// notSystemNamespace refuses a quota on a namespace that must never be a
+// tenant: the admission policies would refuse what runs there (the node
+// plugin needs host paths and privileges; so do cluster components).
+func (v *validator) notSystemNamespace(q *Quota, p *Platform) {
+	switch {
+	case p != nil && q.Namespace == p.Namespace:
+		v.errorf(q.Address, "namespace", "Platform namespace as tenant", "%q is the gpuslice_platform namespace, where the node plugin runs with host paths and privileges the tenant policies refuse; give the tenant a namespace of its own", q.Namespace)
+	case strings.HasPrefix(q.Namespace, "kube-"):
+		v.errorf(q.Address, "namespace", "System namespace as tenant", "%q holds Kubernetes' own components, which the tenant policies would refuse; give the tenant a namespace of its own", q.Namespace)
+	}
+}
+
 // subjects checks user or group names for the tenant RoleBinding: the API
 // server accepts any non-empty name, so only blanks and repeats are caught.
 func (v *validator) subjects(addr, attr string, names []string) {
@@ -200,16 +214,6 @@ func (v *validator) subjects(addr, attr string, names []string) {
 		}
 		seen[name] = true
 	}
-}
-
-// shimEnv are environment variables a workload may not set: the node plugin
-// sets them to enforce the slice, and the admission policies refuse them.
-func shimEnv(name string) bool {
-	switch name {
-	case "LD_PRELOAD", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_MPS_PIPE_DIRECTORY":
-		return true
-	}
-	return strings.HasPrefix(name, "GPUSLICE_")
 }
 
 func (v *validator) workload(w *Workload, packages map[string]bool) {
@@ -305,7 +309,7 @@ func (v *validator) container(a string, c *Container) {
 		attr := fmt.Sprintf("container.env[%q]", name)
 		if errs := validation.IsEnvVarName(name); len(errs) > 0 {
 			v.errorf(a, attr, "Invalid environment variable name", "%q: %s", name, strings.Join(errs, "; "))
-		} else if shimEnv(name) {
+		} else if contract.ReservedEnv(name) {
 			v.errorf(a, attr, "Reserved environment variable", "%s is set by the gpuslice node plugin to enforce the slice and cannot be overridden; remove it", name)
 		}
 	}

@@ -84,7 +84,7 @@ func Build(s Slice, h Host) (*specs.Spec, error) {
 		Kind:    Kind,
 		Devices: []specs.Device{{Name: s.ClaimUID, ContainerEdits: edits}},
 	}
-	v, err := cdi.MinimumRequiredVersion(spec)
+	v, err := specs.MinimumRequiredVersion(spec)
 	if err != nil {
 		return nil, fmt.Errorf("CDI spec of claim %s: %w", s.ClaimUID, err)
 	}

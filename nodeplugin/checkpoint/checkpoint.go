@@ -39,6 +39,9 @@ type Claim struct {
 	GPUMinor    int    `json:"gpuMinor"`
 	Fraction    int    `json:"fraction"`
 	MemoryBytes uint64 `json:"memoryBytes"`
+	// PodUIDs are the pods the claim is reserved for: their cgroups tell
+	// which GPU processes belong to the claim.
+	PodUIDs []string `json:"podUIDs,omitempty"`
 }
 
 // Checkpoint is the plugin's whole record.
@@ -128,9 +131,19 @@ func (f *File) Load() (*Checkpoint, error) {
 	return cp, nil
 }
 
-// Save writes cp atomically: readers see the old or the new checkpoint,
-// never a mix, even if the process dies or the node loses power.
-func (f *File) Save(cp *Checkpoint) error {
+// Save writes cp atomically and durably: readers see the old or the new
+// checkpoint, never a mix, even if the process dies or the node loses
+// power, and the new one survives a power loss once Save returns.
+func (f *File) Save(cp *Checkpoint) error { return f.write(cp, true) }
+
+// Stage writes cp atomically but leaves flushing it to the kernel: it
+// survives the process dying, and after a power loss the node holds the
+// previous checkpoint or this one. The plugin stages PrepareStarted: a lost
+// record only leaves files the next start removes as unknown (and the
+// kubelet prepares again after a reboot), so it need not wait for the disk.
+func (f *File) Stage(cp *Checkpoint) error { return f.write(cp, false) }
+
+func (f *File) write(cp *Checkpoint, durable bool) error {
 	data, err := json.Marshal(cp)
 	if err != nil {
 		return err
@@ -149,15 +162,20 @@ func (f *File) Save(cp *Checkpoint) error {
 		tmp.Close()
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("sync checkpoint: %w", err)
+	if durable {
+		if err := tmp.Sync(); err != nil {
+			tmp.Close()
+			return fmt.Errorf("sync checkpoint: %w", err)
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), f.path); err != nil {
 		return fmt.Errorf("replace checkpoint: %w", err)
+	}
+	if !durable {
+		return nil
 	}
 	d, err := os.Open(dir)
 	if err != nil {

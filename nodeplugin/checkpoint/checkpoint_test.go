@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -29,7 +30,14 @@ func TestSaveLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.BootID != "boot-1" || got.Claims["uid-1"] != cp.Claims["uid-1"] || got.Claims["uid-2"].State != checkpoint.PrepareCompleted {
+	staged := checkpoint.New("boot-1")
+	if err := f.Stage(staged); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := f.Load(); err != nil || len(again.Claims) != 0 {
+		t.Fatalf("after Stage of an empty checkpoint: %+v, %v", again, err)
+	}
+	if got.BootID != "boot-1" || !reflect.DeepEqual(got.Claims["uid-1"], cp.Claims["uid-1"]) || got.Claims["uid-2"].State != checkpoint.PrepareCompleted {
 		t.Fatalf("loaded %+v, saved %+v", got, cp)
 	}
 	entries, _ := os.ReadDir(filepath.Dir(f.Path()))

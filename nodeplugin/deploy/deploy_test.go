@@ -221,6 +221,9 @@ func TestManifestContent(t *testing.T) {
 			t.Errorf("%s=%s is not inside any mounted host directory", name, value)
 		}
 	}
+	if !ds.Spec.Template.Spec.HostPID {
+		t.Error("the plugin needs the host PID namespace to map NVML's processes to pods")
+	}
 	if c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
 		t.Errorf("NODE_NAME must come from spec.nodeName: %+v", c.Env)
 	}

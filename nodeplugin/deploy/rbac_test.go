@@ -24,7 +24,9 @@ import (
 	"github.com/gpuslice/gpuslice/acctest/cluster"
 	"github.com/gpuslice/gpuslice/acctest/clustertest"
 	"github.com/gpuslice/gpuslice/contract"
+	enginerender "github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
+	"github.com/gpuslice/gpuslice/nodeplugin/kubeletsim"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
 )
 
@@ -120,4 +122,67 @@ func TestRBACAndPolicy(t *testing.T) {
 	if _, err := sa.ResourceV1().ResourceClaims(namespace).Create(ctx, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
 		t.Errorf("creating a claim as the plugin: %v, want forbidden", err)
 	}
+
+	// A workload's claim on node A: the plugin prepares it and, through the
+	// resourceclaims/driver rule, reports the slice in the claim's status.
+	claim := allocatedClaim(t, ctx, admin, "node-a")
+	k, err := kubeletsim.Dial(filepath.Join(dir, "plugin", "dra.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if _, err := k.Prepare(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := admin.ResourceV1().ResourceClaims(namespace).Get(ctx, claim.Name, metav1.GetOptions{})
+		return err == nil && len(c.Status.Devices) == 1 && c.Status.Devices[0].Data != nil, err
+	})
+	if err != nil {
+		t.Errorf("the plugin, as its service account, did not report the claim's device status: %v", err)
+	}
+}
+
+// allocatedClaim has the scheduler allocate a 25 % slice on node to a pod
+// and returns the pod's claim.
+func allocatedClaim(t *testing.T, ctx context.Context, client kubernetes.Interface, node string) *resourcev1.ResourceClaim {
+	t.Helper()
+	_, err := client.ResourceV1().DeviceClasses().Create(ctx, &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "rbac-25pct"},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
+			CEL: &resourcev1.CELDeviceSelector{Expression: enginerender.Selector(simulate.V100PCIe32GB.Name, 25)},
+		}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.ResourceV1().ResourceClaims(namespace).Create(ctx, &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "app-gpu"},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "rbac-25pct", Count: 1}}},
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.CoreV1().Pods(namespace).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "app"},
+		Spec: corev1.PodSpec{
+			NodeSelector:   map[string]string{"kubernetes.io/hostname": node},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("app-gpu")}},
+			Containers:     []corev1.Container{{Name: "app", Image: "app", Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claim *resourcev1.ResourceClaim
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		claim, err = client.ResourceV1().ResourceClaims(namespace).Get(ctx, "app-gpu", metav1.GetOptions{})
+		return err == nil && claim.Status.Allocation != nil && len(claim.Status.ReservedFor) > 0, err
+	})
+	if err != nil {
+		t.Fatalf("claim not allocated on %s: %v", node, err)
+	}
+	return claim
 }

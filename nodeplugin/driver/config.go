@@ -47,14 +47,17 @@ type Config struct {
 	ShimDir    string
 	// BootIDFile is read to notice reboots (checkpoint.DefaultBootIDFile).
 	BootIDFile string
+	// ProcRoot is where GPU processes' cgroups are read to attribute them
+	// to claims ("/proc"; the plugin's pod runs in the host PID namespace).
+	ProcRoot string
 
 	// Registerer receives the plugin's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
 	Logger     klog.Logger
 
-	// AfterStep, if set, is called after each step of a prepare that
-	// changes the node (see the Step constants): the crash tests kill the
-	// process there.
+	// AfterStep, if set, is called after each step of a prepare or
+	// unprepare that changes the node (see the Step constants): the crash
+	// tests kill the process there.
 	AfterStep func(step Step)
 }
 
@@ -68,6 +71,10 @@ const (
 	StepSpecWritten         Step = "spec-written"         // a claim's CDI spec is on disk
 	StepCheckpointCompleted Step = "checkpoint-completed" // claims recorded as PrepareCompleted
 )
+
+// StepUnprepareRemoved: an unprepare removed a claim's spec and accounting
+// dir, its checkpoint entry not yet.
+const StepUnprepareRemoved Step = "unprepare-removed"
 
 // Steps lists the steps in the order a prepare passes them.
 var Steps = []Step{StepCheckpointStarted, StepAccountingCreated, StepSpecWritten, StepCheckpointCompleted}
@@ -103,6 +110,9 @@ func (c *Config) validate() error {
 	}
 	if c.DriverRoot == "" {
 		c.DriverRoot = "/"
+	}
+	if c.ProcRoot == "" {
+		c.ProcRoot = "/proc"
 	}
 	if c.DriverRootInPlugin == "" {
 		c.DriverRootInPlugin = c.DriverRoot

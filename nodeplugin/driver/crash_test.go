@@ -123,6 +123,41 @@ func TestCrashAtEachStep(t *testing.T) {
 	}
 }
 
+// TestCrashDuringUnprepare kills the plugin after it removed a claim's
+// files but before its checkpoint forgot the claim: the restarted plugin
+// still holds the claim (its spec restored), and the kubelet's retried
+// unprepare leaves nothing behind.
+func TestCrashDuringUnprepare(t *testing.T) {
+	node := "crash-unprepare-node"
+	e := newEnv(t, node)
+	dir := filepath.Join(t.TempDir(), node)
+	cfg := pluginConfig(e.client, node, dir, 1)
+	victim := startChild(t, e, childConfig{Node: node, Dir: dir, GPUs: 1, KillAt: driver.StepUnprepareRemoved})
+	e.waitSlices(node, 7)
+	claim, _ := e.placement("app", e.runPod("app", e.class(25), node), true)
+	if _, err := prepare(t, e, cfg, claim); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := dialKubelet(t, cfg)
+	if err := k.Unprepare(e.ctx, claim); err == nil {
+		t.Fatal("unprepare succeeded; the plugin was to die in the middle")
+	}
+	if err := victim.wait(); err == nil {
+		t.Fatalf("plugin did not die:\n%s", victim.out)
+	}
+	restarted := startChild(t, e, childConfig{Node: node, Dir: dir, GPUs: 1})
+	assertPreparedOnly(t, cfg, string(claim.UID))
+	k2, _ := dialKubelet(t, cfg)
+	if err := k2.Unprepare(e.ctx, claim); err != nil {
+		t.Fatalf("retried unprepare: %v\n%s", err, restarted.out)
+	}
+	assertNothingLeft(t, cfg.CDIDir, cfg.AccountingRoot)
+	cp, err := mustCheckpoint(t, cfg.StateDir).Load()
+	if err != nil || len(cp.Claims) != 0 {
+		t.Errorf("checkpoint after unprepare: %+v, %v", cp, err)
+	}
+}
+
 func prepare(t *testing.T, e *env, cfg driver.Config, claim *resourcev1.ResourceClaim) (map[string][]string, error) {
 	t.Helper()
 	k, err := kubeletsim.Dial(cfg.SocketPath())

@@ -1,6 +1,7 @@
 package driver_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,12 +9,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
 	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
+	"github.com/gpuslice/gpuslice/nodeplugin/driver"
 	"github.com/gpuslice/gpuslice/nodeplugin/kubeletsim"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
@@ -80,6 +85,11 @@ func TestPublishAllocatePrepare(t *testing.T) {
 	if want := []string{"gpuslice.dev/claim=" + uid}; !slices.Equal(ids[uid], want) {
 		t.Fatalf("CDI devices %v, want %v", ids[uid], want)
 	}
+	// The claim's status tells its owner which GPU and limits it got.
+	status := e.sliceStatus(cl)
+	if status.MemoryLimitBytes != 8<<30 || status.ComputeSharePercent != 25 || status.CDIDevice != ids[uid][0] || !strings.HasPrefix(status.GPUUUID, "GPU-") {
+		t.Errorf("claim status data %+v", status)
+	}
 	again, err := kubelet.Prepare(e.ctx, cl)
 	if err != nil || !slices.Equal(again[uid], ids[uid]) {
 		t.Fatalf("second prepare of the same claim: %v, %v; want the same answer", again, err)
@@ -128,6 +138,28 @@ func TestPublishAllocatePrepare(t *testing.T) {
 	if err := kubelet.Unprepare(e.ctx, cl); err != nil {
 		t.Errorf("second unprepare: %v", err)
 	}
+}
+
+// sliceStatus waits for the plugin's entry in the claim's status.devices.
+func (e *env) sliceStatus(cl *resourcev1.ResourceClaim) driver.SliceStatus {
+	e.tb.Helper()
+	var got driver.SliceStatus
+	err := wait.PollUntilContextTimeout(e.ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := e.client.ResourceV1().ResourceClaims(cl.Namespace).Get(ctx, cl.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, d := range c.Status.Devices {
+			if d.Driver == "gpuslice.dev" && d.Data != nil && len(d.Conditions) == 1 && d.Conditions[0].Type == driver.ConditionPrepared {
+				return true, json.Unmarshal(d.Data.Raw, &got)
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		e.tb.Fatalf("claim %s/%s: no device status from the plugin: %v", cl.Namespace, cl.Name, err)
+	}
+	return got
 }
 
 func mustCheckpoint(t *testing.T, dir string) *checkpoint.File {

@@ -108,6 +108,7 @@ func pluginConfig(client kubernetes.Interface, node, dir string, gpus int) drive
 // namespace, so tests never compete for devices.
 type env struct {
 	t      *testing.T
+	tb     testing.TB // t, or a benchmark
 	c      *cluster.Cluster
 	client kubernetes.Interface
 	ns     string
@@ -118,7 +119,7 @@ func newEnv(t *testing.T, nodes ...string) *env {
 	c := clustertest.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	e := &env{t: t, c: c, client: c.Client(), ns: strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), ctx: ctx}
+	e := &env{t: t, tb: t, c: c, client: c.Client(), ns: strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), ctx: ctx}
 	for _, n := range nodes {
 		if _, err := c.AddNode(ctx, cluster.NodeSpec{Name: n}); err != nil {
 			t.Fatal(err)
@@ -152,9 +153,9 @@ func (e *env) class(fraction int) string {
 		}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		e.t.Fatal(err)
+		e.tb.Fatal(err)
 	}
-	e.t.Cleanup(func() {
+	e.tb.Cleanup(func() {
 		_ = e.client.ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	return name
@@ -162,7 +163,7 @@ func (e *env) class(fraction int) string {
 
 // waitSlices waits until node's plugin has published want devices.
 func (e *env) waitSlices(node string, want int) []resourcev1.ResourceSlice {
-	e.t.Helper()
+	e.tb.Helper()
 	var slices []resourcev1.ResourceSlice
 	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := e.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
@@ -177,7 +178,7 @@ func (e *env) waitSlices(node string, want int) []resourcev1.ResourceSlice {
 		return n == want, nil
 	})
 	if err != nil {
-		e.t.Fatalf("node %s: waiting for %d published devices: %v (slices: %d)", node, want, err, len(slices))
+		e.tb.Fatalf("node %s: waiting for %d published devices: %v (slices: %d)", node, want, err, len(slices))
 	}
 	return slices
 }
@@ -185,7 +186,7 @@ func (e *env) waitSlices(node string, want int) []resourcev1.ResourceSlice {
 // runPod creates a claim template of the documented shape and a pod using
 // it, pinned to node, and returns the claim the controller creates.
 func (e *env) runPod(name, class, node string) string {
-	e.t.Helper()
+	e.tb.Helper()
 	_, err := e.client.ResourceV1().ResourceClaimTemplates(e.ns).Create(e.ctx, &resourcev1.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{contract.LabelPackage: class}},
 		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
@@ -193,7 +194,7 @@ func (e *env) runPod(name, class, node string) string {
 		}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		e.t.Fatal(err)
+		e.tb.Fatal(err)
 	}
 	_, err = e.client.CoreV1().Pods(e.ns).Create(e.ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -210,7 +211,7 @@ func (e *env) runPod(name, class, node string) string {
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		e.t.Fatal(err)
+		e.tb.Fatal(err)
 	}
 	var claim string
 	err = wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -227,7 +228,7 @@ func (e *env) runPod(name, class, node string) string {
 		return false, nil
 	})
 	if err != nil {
-		e.t.Fatalf("pod %s: no claim created: %v", name, err)
+		e.tb.Fatalf("pod %s: no claim created: %v", name, err)
 	}
 	return claim
 }
@@ -235,7 +236,7 @@ func (e *env) runPod(name, class, node string) string {
 // placement waits until the claim is allocated and the pod bound (bound),
 // or the pod is marked unschedulable (!bound); it returns the claim.
 func (e *env) placement(pod, claim string, bound bool) (*resourcev1.ResourceClaim, string) {
-	e.t.Helper()
+	e.tb.Helper()
 	var cl *resourcev1.ResourceClaim
 	var reason string
 	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -257,7 +258,7 @@ func (e *env) placement(pod, claim string, bound bool) (*resourcev1.ResourceClai
 		return reason != "", nil
 	})
 	if err != nil {
-		e.t.Fatalf("pod %s (want bound=%v): %v; scheduler says %q", pod, bound, err, reason)
+		e.tb.Fatalf("pod %s (want bound=%v): %v; scheduler says %q", pod, bound, err, reason)
 	}
 	return cl, reason
 }

@@ -23,6 +23,7 @@ import (
 
 // Plugin is a running node plugin.
 type Plugin struct {
+	ctx     context.Context // the plugin's lifetime, for background work
 	cfg     Config
 	log     klog.Logger
 	helper  *kubeletplugin.Helper
@@ -47,7 +48,7 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("node plugin configuration: %w", err)
 	}
-	p := &Plugin{cfg: cfg, log: cfg.Logger, fatal: make(chan error, 1), prepared: map[string]checkpoint.Claim{}}
+	p := &Plugin{ctx: ctx, cfg: cfg, log: cfg.Logger, fatal: make(chan error, 1), prepared: map[string]checkpoint.Claim{}}
 	if p.log.GetSink() == nil {
 		p.log = klog.Background()
 	}
@@ -71,7 +72,8 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 	for _, d := range slices.Devices(p.gpus, cfg.Fractions) {
 		p.devices[d.Name] = d
 	}
-	reg.MustRegister(metrics.ClaimCollector{Claims: p.claimsForMetrics}, metrics.GPUCollector{NVML: cfg.NVML, GPUs: p.gpus, Hostname: cfg.NodeName})
+	reg.MustRegister(metrics.ClaimCollector{Claims: p.claimsForMetrics}, metrics.GPUCollector{NVML: cfg.NVML, GPUs: p.gpus, Hostname: cfg.NodeName},
+		metrics.ProcessCollector{NVML: cfg.NVML, GPUs: p.gpus, Hostname: cfg.NodeName, Claims: p.claimsForMetrics, ProcRoot: cfg.ProcRoot})
 
 	if err := p.setUpHost(); err != nil {
 		return nil, err
@@ -227,7 +229,8 @@ func (p *Plugin) claimsForMetrics() []metrics.Claim {
 	var out []metrics.Claim
 	for uid, c := range p.prepared {
 		if c.State == checkpoint.PrepareCompleted {
-			out = append(out, metrics.Claim{UID: uid, Namespace: c.Namespace, Name: c.Name, GPUUUID: c.GPUUUID, AccountingDir: p.accountingDir(uid)})
+			out = append(out, metrics.Claim{UID: uid, Namespace: c.Namespace, Name: c.Name, GPUUUID: c.GPUUUID,
+				AccountingDir: p.accountingDir(uid), MemoryLimit: c.MemoryBytes, PodUIDs: c.PodUIDs})
 		}
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -42,6 +43,7 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		results[types.UID(uid)] = kubeletplugin.PrepareResult{Err: err}
 	}
 	var todo []string
+	podsChanged := false
 	for _, claim := range claims {
 		uid := string(claim.UID)
 		entry, err := p.plan(claim)
@@ -51,14 +53,13 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		}
 		if old, ok := cp.Claims[uid]; ok {
 			if old.State == checkpoint.PrepareCompleted && old.Device == entry.Device {
-				// prepared before (the kubelet retries after restarts):
-				// same answer, with the spec restored if it went missing
-				if _, err := os.Stat(p.cdi.Path(uid)); err != nil {
-					if err := p.writeSpec(uid, old); err != nil {
-						fail(uid, err)
-						continue
-					}
+				// prepared before (the kubelet retries after restarts)
+				changed, err := p.prepareAgain(cp, uid, old, entry)
+				if err != nil {
+					fail(uid, err)
+					continue
 				}
+				podsChanged = podsChanged || changed
 				results[claim.UID] = p.result(uid, old)
 				continue
 			}
@@ -77,38 +78,78 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		todo = append(todo, uid)
 	}
 	if len(todo) == 0 {
+		if podsChanged {
+			if err := p.save(cp); err != nil {
+				return nil, err
+			}
+		}
 		return results, nil
 	}
-	if err := p.save(cp); err != nil {
+	if err := p.stage(cp); err != nil {
 		return nil, err
 	}
 	p.step(StepCheckpointStarted)
 	for _, uid := range todo {
-		entry := cp.Claims[uid]
-		err := p.createAccounting(uid, entry, false)
-		if err == nil {
-			p.step(StepAccountingCreated)
-			err = p.writeSpec(uid, entry)
-		}
-		if err != nil {
-			err = fmt.Errorf("prepare claim %s/%s: %w", entry.Namespace, entry.Name, err)
-			if rbErr := p.rollback(uid); rbErr != nil {
-				err = errors.Join(err, rbErr)
-			}
-			delete(cp.Claims, uid)
+		if err := p.carryOut(cp, uid); err != nil {
 			fail(uid, err)
 			continue
 		}
-		p.step(StepSpecWritten)
-		entry.State = checkpoint.PrepareCompleted
-		cp.Claims[uid] = entry
-		results[types.UID(uid)] = p.result(uid, entry)
+		results[types.UID(uid)] = p.result(uid, cp.Claims[uid])
 	}
 	if err := p.save(cp); err != nil {
 		return nil, err
 	}
 	p.step(StepCheckpointCompleted)
+	done := map[string]checkpoint.Claim{}
+	for _, uid := range todo {
+		if c, ok := cp.Claims[uid]; ok {
+			done[uid] = c
+		}
+	}
+	p.reportStatus(done, claims)
 	return results, nil
+}
+
+// prepareAgain answers a repeated prepare of a completed claim: the same
+// devices, its spec restored if it went missing, and the claim's pods
+// updated (a shared claim gains pods, and their processes are its too). It
+// reports whether the checkpoint changed.
+func (p *Plugin) prepareAgain(cp *checkpoint.Checkpoint, uid string, old, now checkpoint.Claim) (bool, error) {
+	if _, err := os.Stat(p.cdi.Path(uid)); err != nil {
+		if err := p.writeSpec(uid, old); err != nil {
+			return false, err
+		}
+	}
+	if slices.Equal(old.PodUIDs, now.PodUIDs) {
+		return false, nil
+	}
+	old.PodUIDs = now.PodUIDs
+	cp.Claims[uid] = old
+	return true, nil
+}
+
+// carryOut creates a started claim's accounting region and CDI spec and
+// marks it completed in cp; on failure it undoes both and drops the claim
+// from cp.
+func (p *Plugin) carryOut(cp *checkpoint.Checkpoint, uid string) error {
+	entry := cp.Claims[uid]
+	err := p.createAccounting(uid, entry, false)
+	if err == nil {
+		p.step(StepAccountingCreated)
+		err = p.writeSpec(uid, entry)
+	}
+	if err != nil {
+		err = fmt.Errorf("prepare claim %s/%s: %w", entry.Namespace, entry.Name, err)
+		if rbErr := p.rollback(uid); rbErr != nil {
+			err = errors.Join(err, rbErr)
+		}
+		delete(cp.Claims, uid)
+		return err
+	}
+	p.step(StepSpecWritten)
+	entry.State = checkpoint.PrepareCompleted
+	cp.Claims[uid] = entry
+	return nil
 }
 
 // plan checks a claim's allocation and returns its checkpoint entry.
@@ -133,7 +174,19 @@ func (p *Plugin) plan(claim *resourceapi.ResourceClaim) (checkpoint.Claim, error
 	return checkpoint.Claim{
 		Namespace: claim.Namespace, Name: claim.Name, Request: r.Request, Pool: r.Pool, Device: r.Device,
 		GPUUUID: dev.GPU.UUID, GPUIndex: dev.GPU.Index, GPUMinor: dev.GPU.Minor, Fraction: dev.Fraction, MemoryBytes: dev.MemoryBytes,
+		PodUIDs: podUIDs(claim),
 	}, nil
+}
+
+func podUIDs(claim *resourceapi.ResourceClaim) []string {
+	var out []string
+	for _, r := range claim.Status.ReservedFor {
+		if r.APIGroup == "" && r.Resource == "pods" {
+			out = append(out, string(r.UID))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // conflicts is the last line of defence behind the scheduler: a device is
@@ -231,6 +284,7 @@ func (p *Plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 			results[c.UID] = fmt.Errorf("unprepare claim %s: %w", c, err)
 			continue
 		}
+		p.step(StepUnprepareRemoved)
 		delete(cp.Claims, uid)
 		changed = true
 	}
@@ -240,6 +294,17 @@ func (p *Plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 		}
 	}
 	return results, nil
+}
+
+// stage records claims as started without waiting for the disk (see
+// checkpoint.File.Stage for why that is safe).
+func (p *Plugin) stage(cp *checkpoint.Checkpoint) error {
+	cp.BootID = p.bootID
+	if err := p.ckpt.Stage(cp); err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", p.ckpt.Path(), err)
+	}
+	p.remember(cp)
+	return nil
 }
 
 func (p *Plugin) save(cp *checkpoint.Checkpoint) error {

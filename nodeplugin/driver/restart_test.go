@@ -3,8 +3,11 @@ package driver_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,13 +105,32 @@ func TestCorruptCheckpoint(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	e := newEnv(t, "metrics-node")
 	cfg, uid := preparedClaim(t, e, "metrics-node")
+	// NVML shows two processes on the GPU: one in the claim's pod using 9 GiB
+	// of its 8 GiB (it bypassed the shim), one outside any pod.
+	pod, err := e.client.CoreV1().Pods(e.ns).Get(e.ctx, "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ProcRoot = t.TempDir()
+	for pid, cgroup := range map[string]string{
+		"4242": "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(string(pod.UID), "-", "_") + ".slice/cri-containerd-0a1b.scope\n",
+		"4343": "0::/system.slice/ollama.service\n",
+	} {
+		os.MkdirAll(filepath.Join(cfg.ProcRoot, pid), 0o755)
+		os.WriteFile(filepath.Join(cfg.ProcRoot, pid, "cgroup"), []byte(cgroup), 0o644)
+	}
+	cfg.NVML.(*server.Server).Devices[0].(*server.Device).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		return []nvml.ProcessInfo{{Pid: 4242, UsedGpuMemory: 9 << 30}, {Pid: 4343, UsedGpuMemory: 1 << 30}}, nvml.SUCCESS
+	}
 	reg := restart(t, e, cfg)
 	claim := map[string]string{"claim_uid": uid, "namespace": e.ns}
 	for name, want := range map[string]float64{
-		"gpuslice_claim_memory_limit_bytes":    8 << 30,
-		"gpuslice_claim_memory_used_bytes":     0,
-		"gpuslice_claim_compute_share_percent": 25,
-		"gpuslice_claim_region_read_errors":    0,
+		"gpuslice_claim_memory_limit_bytes":     8 << 30,
+		"gpuslice_claim_memory_used_bytes":      0,
+		"gpuslice_claim_compute_share_percent":  25,
+		"gpuslice_claim_region_read_errors":     0,
+		"gpuslice_claim_nvml_memory_used_bytes": 9 << 30,
+		"gpuslice_claim_over_limit":             1,
 	} {
 		if got := gauge(t, reg, name, claim); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
@@ -118,9 +140,10 @@ func TestMetrics(t *testing.T) {
 	for name, want := range map[string]float64{
 		"DCGM_FI_DEV_FB_FREE": 32768, "DCGM_FI_DEV_FB_USED": 0, "DCGM_FI_DEV_GPU_TEMP": 34, "DCGM_FI_DEV_POWER_USAGE": 26,
 		"gpuslice_prepared_claims": 1, "gpuslice_gpus_published": 1,
+		"gpuslice_gpu_unattributed_memory_bytes": 1 << 30, "gpuslice_gpu_unattributed_processes": 1,
 	} {
 		labels := gpu
-		if name[0] == 'g' {
+		if name == "gpuslice_prepared_claims" || name == "gpuslice_gpus_published" {
 			labels = nil
 		}
 		if got := gauge(t, reg, name, labels); got != want {

@@ -14,6 +14,8 @@ type Claim struct {
 	UID, Namespace, Name string
 	GPUUUID              string
 	AccountingDir        string // host directory holding the region
+	MemoryLimit          uint64
+	PodUIDs              []string
 }
 
 var claimLabels = []string{"namespace", "claim", "claim_uid", "UUID"}

@@ -1,7 +1,7 @@
 # The stack the admission test applies with the engine: a platform with its
 # own tenant label (so the policies bind only the test's namespaces in the
-# control plane the engine tests share), three packages, and a quota that
-# grants two of them and names the tenant users.
+# control plane the engine tests share), five packages, and a quota that
+# grants three of them and names the tenant users.
 resource "gpuslice_platform" "this" {
   namespace    = "adm-platform"
   tenant_label = "admission-test.gpuslice.dev/tenant"
@@ -25,12 +25,30 @@ resource "gpuslice_package" "whole" {
   fraction  = 100
 }
 
+# Requested by pods as the extended resource gpuslice.dev/adm-l4; the
+# scheduler makes the claim.
+resource "gpuslice_package" "l4" {
+  name                   = "adm-l4"
+  gpu_model              = "NVIDIA L4"
+  fraction               = 25
+  extended_resource_name = "gpuslice.dev/adm-l4"
+}
+
+# Not granted to the tenant: a pod asking for it by its implicit extended
+# resource name (deviceclass.resource.kubernetes.io/adm-l4-half) waits.
+resource "gpuslice_package" "l4_half" {
+  name      = "adm-l4-half"
+  gpu_model = "NVIDIA L4"
+  fraction  = 50
+}
+
 resource "gpuslice_quota" "tenant" {
   namespace = "adm-tenant"
   slices = {
     (gpuslice_package.small.name)  = 2
     (gpuslice_package.medium.name) = 1
     (gpuslice_package.whole.name)  = 0
+    (gpuslice_package.l4.name)     = 2
   }
   cpu_requests    = "8"
   memory_requests = "32Gi"

@@ -1,4 +1,4 @@
-package main
+package cluster
 
 import (
 	"context"
@@ -12,15 +12,17 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// createVolumes stands in for a storage provisioner, which the local control
-// plane does not run: a few hostPath PersistentVolumes without a class, so
-// model volumes bind the way they would on a real cluster.
-func createVolumes(ctx context.Context, client kubernetes.Interface, dir string, n int) error {
+// AddVolumes stands in for a storage provisioner, which the local control
+// plane does not run: n hostPath PersistentVolumes of size without a storage
+// class, under dir, so claims without a class (the model volumes of the
+// examples) bind the way they would on a cluster with a default class.
+// Volumes that exist are left alone.
+func AddVolumes(ctx context.Context, client kubernetes.Interface, dir string, n int, size string) error {
 	for i := 1; i <= n; i++ {
 		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("demo-volume-%d", i), Labels: map[string]string{"app.kubernetes.io/part-of": "gpuslice-demo"}},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("local-volume-%d", i)},
 			Spec: corev1.PersistentVolumeSpec{
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("50Gi")},
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
 				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{

@@ -1,0 +1,121 @@
+// Package quickstart applies examples/quickstart with the OpenTofu binary a
+// user would run and the provider installed from a local filesystem mirror,
+// on the local control plane: apply, a second plan with no changes, and
+// destroy leaving nothing behind.
+package quickstart
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpuslice/gpuslice/acctest/cluster"
+	"github.com/gpuslice/gpuslice/acctest/clustertest"
+	"github.com/gpuslice/gpuslice/acctest/draproof"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(clustertest.Main(m, cluster.Options{}, func(c *cluster.Cluster) error {
+		_, err := c.AddNode(context.Background(), cluster.NodeSpec{Name: "gpu-node-1"})
+		return err
+	}))
+}
+
+// mirror builds the provider into a filesystem mirror and writes the CLI
+// configuration that makes tofu install it from there, offline.
+func mirror(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "registry.terraform.io", "gpuslice", "gpuslice", "0.1.0", "linux_amd64", "terraform-provider-gpuslice_v0.1.0")
+	build := exec.Command("go", "build", "-o", bin, "github.com/gpuslice/gpuslice/cmd/terraform-provider-gpuslice")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the provider: %v\n%s", err, out)
+	}
+	rc := filepath.Join(dir, "tofu.tfrc")
+	conf := "provider_installation {\n  filesystem_mirror {\n    path    = \"" + dir + "\"\n    include = [\"registry.terraform.io/gpuslice/gpuslice\"]\n  }\n}\n"
+	if err := os.WriteFile(rc, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+func TestQuickstartWithOpenTofu(t *testing.T) {
+	c := clustertest.Shared(t)
+	ctx := context.Background()
+	tofu, err := cluster.ToolPath(cluster.FindBinDir(), "tofu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One V100 published on the node, so Ollama's claim gets a slice.
+	gpu := &draproof.Proof{Client: c.Client(), Node: "gpu-node-1", Model: "Tesla V100-PCIE-32GB"}
+	if _, err := gpu.PublishGPU(ctx, 25, 50, 100); err != nil {
+		t.Fatal(err)
+	}
+	// A volume for Ollama's models (no storage provisioner runs here).
+	if err := cluster.AddVolumes(ctx, c.Client(), t.TempDir(), 1, "50Gi"); err != nil {
+		t.Fatal(err)
+	}
+
+	work := t.TempDir()
+	if err := os.CopyFS(filepath.Join(work, "examples"), os.DirFS("../../examples")); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(work, "examples", "quickstart")
+	env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+mirror(t), "KUBE_CONFIG_PATH="+c.KubeconfigPath, "TF_IN_AUTOMATION=1",
+		"TF_VAR_wait_for=scheduled")
+	run := func(args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(tofu, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+
+	if out, code := run("init", "-input=false", "-no-color"); code != 0 {
+		t.Fatalf("tofu init: exit %d\n%s", code, out)
+	}
+	out, code := run("apply", "-auto-approve", "-input=false", "-no-color")
+	if code != 0 || !strings.Contains(out, "Apply complete! Resources: 6 added") {
+		t.Fatalf("tofu apply: exit %d\n%s", code, out)
+	}
+	// The outputs name what the scheduler gave Ollama.
+	out, _ = run("output", "-raw", "slice")
+	if !strings.HasPrefix(out, "gpu-0-25pct-") {
+		t.Errorf("output slice = %q, want a 25 %% slice of gpu-0", out)
+	}
+	if out, _ := run("output", "-raw", "node"); out != "gpu-node-1" {
+		t.Errorf("output node = %q", out)
+	}
+	dc, err := c.Client().ResourceV1().DeviceClasses().Get(ctx, "v100-8gi", metav1.GetOptions{})
+	if err != nil || !strings.Contains(dc.Spec.Selectors[0].CEL.Expression, "fraction == 25") {
+		t.Fatalf("DeviceClass v100-8gi: %v %v", dc, err)
+	}
+
+	if out, code := run("plan", "-detailed-exitcode", "-input=false", "-no-color"); code != 0 {
+		t.Fatalf("second plan: exit %d (want 0: no changes)\n%s", code, out)
+	}
+
+	if out, code := run("destroy", "-auto-approve", "-input=false", "-no-color"); code != 0 || !strings.Contains(out, "Destroy complete! Resources: 6 destroyed") {
+		t.Fatalf("tofu destroy: exit %d\n%s", code, out)
+	}
+	for _, class := range []string{"v100-8gi", "v100-16gi", "v100-32gi"} {
+		if _, err := c.Client().ResourceV1().DeviceClasses().Get(ctx, class, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("DeviceClass %s after destroy: %v", class, err)
+		}
+	}
+	if _, err := c.Client().AppsV1().Deployments("team-a").Get(ctx, "ollama", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Deployment team-a/ollama after destroy: %v", err)
+	}
+}

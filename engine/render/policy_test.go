@@ -1,0 +1,51 @@
+package render_test
+
+import (
+	"testing"
+
+	"github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/engine/spec"
+)
+
+func kinds(t *testing.T, s *spec.Stack) map[string][]string {
+	t.Helper()
+	objs, err := render.Stack(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, o := range objs {
+		out[o.Obj.GetKind()] = append(out[o.Obj.GetKind()], o.Obj.GetNamespace()+"/"+o.Obj.GetName())
+	}
+	return out
+}
+
+// The tenant role is always rendered; the policies only with
+// admission_policies = true; a quota binds the role only to the users and
+// groups it names.
+func TestPlatformPoliciesAndTenantRBAC(t *testing.T) {
+	platform := &spec.Platform{Meta: spec.Meta{Address: "gpuslice_platform.this"}, Namespace: "gpuslice-system", TenantLabel: "gpuslice.dev/tenant", Fractions: spec.DefaultFractions, AdmissionPolicies: true}
+	quota := &spec.Quota{Meta: spec.Meta{Address: "gpuslice_quota.a"}, Namespace: "team-a", Slices: map[string]int64{"p": 1}}
+	s := &spec.Stack{Name: "t", Platform: platform, Quotas: []*spec.Quota{quota}}
+
+	got := kinds(t, s)
+	if len(got["ValidatingAdmissionPolicy"]) != 5 || len(got["ValidatingAdmissionPolicyBinding"]) != 5 {
+		t.Errorf("want 5 policies and 5 bindings, got %v and %v", got["ValidatingAdmissionPolicy"], got["ValidatingAdmissionPolicyBinding"])
+	}
+	if len(got["ClusterRole"]) != 1 || got["ClusterRole"][0] != "/"+render.TenantRole {
+		t.Errorf("tenant ClusterRole: %v", got["ClusterRole"])
+	}
+	if len(got["RoleBinding"]) != 0 {
+		t.Errorf("a quota naming nobody rendered %v", got["RoleBinding"])
+	}
+
+	platform.AdmissionPolicies = false
+	quota.TenantGroups = []string{"team-a"}
+	got = kinds(t, s)
+	if len(got["ValidatingAdmissionPolicy"])+len(got["ValidatingAdmissionPolicyBinding"]) != 0 {
+		t.Errorf("admission_policies = false still rendered %v %v", got["ValidatingAdmissionPolicy"], got["ValidatingAdmissionPolicyBinding"])
+	}
+	if len(got["ClusterRole"]) != 1 || len(got["RoleBinding"]) != 1 || got["RoleBinding"][0] != "team-a/"+render.TenantRole {
+		t.Errorf("role and binding: %v %v", got["ClusterRole"], got["RoleBinding"])
+	}
+}
