@@ -249,6 +249,11 @@ func exampleDirs(t *testing.T, root string) []string {
 		if d.IsDir() && d.Name() == "modules" {
 			return filepath.SkipDir // called by the examples, not applied on their own
 		}
+		if d.IsDir() && filepath.Dir(path) == filepath.Clean(root) && (d.Name() == "resources" || d.Name() == "data-sources" || d.Name() == "provider") {
+			// tfplugindocs fragments, one per resource type and data source;
+			// provider/examples_test.go applies them together with tofu.
+			return filepath.SkipDir
+		}
 		if !d.IsDir() && strings.HasSuffix(path, ".tf") && !seen[filepath.Dir(path)] {
 			seen[filepath.Dir(path)] = true
 			dirs = append(dirs, filepath.Dir(path))

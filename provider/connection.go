@@ -173,10 +173,10 @@ func (m connectionModel) restConfig() (cfg *rest.Config, skipped string, err err
 		overrides.AuthInfo.Exec = exec
 	}
 	if len(unknown) > 0 {
-		return nil, fmt.Sprintf("the provider's %s is known only after apply, so checks against the cluster are skipped in this plan", strings.Join(unknown, ", ")), nil
+		return nil, fmt.Sprintf("the provider's %s is known only after apply", strings.Join(unknown, ", ")), nil
 	}
 	if len(paths) == 0 && host == "" {
-		return nil, "the provider has no cluster configured (set config_path, host, or KUBE_CONFIG_PATH), so checks against the cluster are skipped", nil
+		return nil, "the provider has no cluster connection configured", nil
 	}
 	for i, p := range paths {
 		paths[i] = expandHome(p)

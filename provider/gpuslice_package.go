@@ -20,6 +20,7 @@ var packageOps = typeOps{
 		}
 		return p, err
 	},
+	identity: []string{"name"},
 	importAttributes: func(id string) (map[string]string, error) {
 		if id == "" {
 			return nil, fmt.Errorf("empty")

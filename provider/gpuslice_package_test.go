@@ -73,6 +73,7 @@ func TestAccPackage(t *testing.T) {
 					statecheck.ExpectKnownValue("gpuslice_package.p", tfjsonpath.New("id"), knownvalue.StringExact(name)),
 					statecheck.ExpectKnownValue("gpuslice_package.p", tfjsonpath.New("memory"), knownvalue.StringExact("8Gi")),
 					statecheck.ExpectKnownValue("gpuslice_package.p", tfjsonpath.New("compute_share"), knownvalue.Int64Exact(25)),
+					statecheck.ExpectIdentity("gpuslice_package.p", map[string]knownvalue.Check{"name": knownvalue.StringExact(name)}),
 				},
 				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
 			},
@@ -90,6 +91,10 @@ func TestAccPackage(t *testing.T) {
 			},
 			{
 				ResourceName: "gpuslice_package.p", ImportState: true, ImportStateId: name, ImportStateVerify: true,
+			},
+			{
+				// An import block naming the resource identity: nothing to change.
+				ResourceName: "gpuslice_package.p", ImportState: true, ImportStateKind: resource.ImportBlockWithResourceIdentity,
 			},
 			{
 				// Drift no attribute shows: the selector edited with client-go.

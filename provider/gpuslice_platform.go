@@ -19,6 +19,7 @@ var platformOps = typeOps{
 		}
 		return p, err
 	},
+	identity: []string{"namespace"},
 	importAttributes: func(id string) (map[string]string, error) {
 		if id == "" {
 			return nil, fmt.Errorf("empty")

@@ -21,6 +21,7 @@ var quotaOps = typeOps{
 		}
 		return q, err
 	},
+	identity: []string{"namespace"},
 	importAttributes: func(id string) (map[string]string, error) {
 		if id == "" {
 			return nil, fmt.Errorf("empty")

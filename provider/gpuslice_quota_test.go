@@ -3,6 +3,7 @@ package provider_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -15,8 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-func quotaConfig(ns, cpu string, slices int) string {
-	return providerBlock() + fmt.Sprintf(`
+func quotaConfig(ns, cpu string, slices int, extra ...string) string {
+	return quotaConfigAfter(ns, cpu, slices, "gpuslice_package.large", extra...)
+}
+
+// quotaConfigAfter makes the quota depend on after (a resource list).
+func quotaConfigAfter(ns, cpu string, slices int, after string, extra ...string) string {
+	return providerBlock() + strings.Join(extra, "\n") + fmt.Sprintf(`
 resource "gpuslice_package" "small" {
   name      = "%[1]s-8gi"
   gpu_model = "Tesla V100-PCIE-32GB"
@@ -35,8 +41,13 @@ resource "gpuslice_quota" "q" {
   cpu_requests    = %[2]q
   memory_requests = "16384Mi"
   max_claims      = 4
+  tenant_users    = ["alice"]
+  tenant_groups   = ["team-a"]
+
+  # The quota grants 0 of every package in the cluster when it is applied.
+  depends_on = [%[4]s]
 }
-`, ns, cpu, slices)
+`, ns, cpu, slices, after)
 }
 
 // quotaHard reads the namespace's ResourceQuota and tenant label back from
@@ -60,6 +71,13 @@ func quotaHard(ns string, want map[string]string) resource.TestCheckFunc {
 		}
 		if n.Labels["gpuslice.dev/tenant"] != "true" {
 			return fmt.Errorf("namespace %s labels %v lack gpuslice.dev/tenant=true", ns, n.Labels)
+		}
+		rb, err := kube.RbacV1().RoleBindings(ns).Get(ctx, "gpuslice-tenant", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(rb.Subjects) != 2 || rb.Subjects[0].Name != "alice" || rb.Subjects[1].Name != "team-a" {
+			return fmt.Errorf("RoleBinding %s/gpuslice-tenant grants %+v, want user alice and group team-a", ns, rb.Subjects)
 		}
 		return nil
 	}
@@ -98,6 +116,35 @@ func TestAccQuota(t *testing.T) {
 				},
 			},
 			{
+				// A package planned and created after the quota: the quota's
+				// next plan adds its 0, so the new package is not unlimited for
+				// the namespace.
+				Config:             quotaConfig(ns, "12", 3, mediumPackage(ns, "", "gpuslice_quota.q")),
+				ExpectNonEmptyPlan: true,
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_quota.q", plancheck.ResourceActionUpdate)},
+				},
+			},
+			{
+				Config: quotaConfig(ns, "12", 3, mediumPackage(ns, "", "gpuslice_quota.q")),
+				Check:  quotaHard(ns, map[string]string{devices(ns + "-16gi"): "0", devices(small): "3"}),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_quota.q", plancheck.ResourceActionUpdate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+			},
+			{
+				// Planned before the quota, a new package gets its 0 in the
+				// same apply.
+				Config: quotaConfigAfter(ns, "12", 3, "gpuslice_package.large, gpuslice_package.mediumx",
+					mediumPackage(ns, "", ""), mediumPackage(ns+"-x", "x", "")),
+				Check: quotaHard(ns, map[string]string{devices(ns + "-x-16gi"): "0"}),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_quota.q", plancheck.ResourceActionUpdate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+			},
+			{
 				// Import reads quantities in their canonical form ("16Gi" for the
 				// configured "16384Mi"); everything else must match.
 				ResourceName: "gpuslice_quota.q", ImportState: true, ImportStateId: ns, ImportStateVerify: true,
@@ -121,7 +168,7 @@ func TestAccQuota(t *testing.T) {
 						t.Fatalf("edit namespace: %v", err)
 					}
 				},
-				Config: quotaConfig(ns, "12", 3),
+				Config: quotaConfig(ns, "12", 3, mediumPackage(ns, "", "")),
 				Check:  quotaHard(ns, map[string]string{devices(small): "3"}),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{
@@ -139,4 +186,16 @@ func TestAccQuota(t *testing.T) {
 			},
 		},
 	})
+}
+
+// mediumPackage declares a 50 % package, after the resources in after.
+func mediumPackage(ns, suffix, after string) string {
+	return fmt.Sprintf(`
+resource "gpuslice_package" "medium%s" {
+  name       = "%s-16gi"
+  gpu_model  = "Tesla V100-PCIE-32GB"
+  fraction   = 50
+  depends_on = [%s]
+}
+`, suffix, ns, after)
 }

@@ -30,6 +30,7 @@ var workloadOps = typeOps{
 		}
 		return w, err
 	},
+	identity: []string{"namespace", "name"},
 	importAttributes: func(id string) (map[string]string, error) {
 		ns, name, ok := strings.Cut(id, "/")
 		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {

@@ -123,6 +123,9 @@ func TestAccWorkload(t *testing.T) {
 					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("device"), knownvalue.StringRegexp(regexp.MustCompile(`^gpu-0-25pct-\d$`))),
 					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("claim"), knownvalue.StringRegexp(regexp.MustCompile(`^ollama-`))),
 					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("service_address"), knownvalue.StringExact("ollama."+ns+".svc:11434")),
+					statecheck.ExpectIdentity("gpuslice_workload.ollama", map[string]knownvalue.Check{
+						"namespace": knownvalue.StringExact(ns), "name": knownvalue.StringExact("ollama"),
+					}),
 				},
 				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
 			},
@@ -178,6 +181,13 @@ func TestAccWorkloadInvalid(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: providers,
 		Steps: []resource.TestStep{
+			{
+				// The package is planned in the same run, not in the cluster
+				// yet: the check still knows its GPU.
+				Config:      strings.Replace(workloadConfig("acc-fresh", "deployment", "ollama/ollama:0.30.0", "16384"), "wait_for  = \"scheduled\"", "", 1),
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`Image does not run on this GPU`),
+			},
 			{Config: packageAndQuota},
 			{
 				// The engine's validation, on container.env, at plan time.
@@ -193,5 +203,27 @@ func TestAccWorkloadInvalid(t *testing.T) {
 				ExpectError: regexp.MustCompile(`Image does not run on this GPU`),
 			},
 		},
+	})
+}
+
+// The timeouts block bounds apply's wait: pods on the simulated nodes never
+// become ready, so create fails with the diagnosed status, the objects
+// applied and the resource tainted.
+func TestAccWorkloadTimeout(t *testing.T) {
+	needCluster(t)
+	if own {
+		t.Skip("relies on nodes that never run pods")
+	}
+	const ns = "acc-timeout"
+	config := strings.Replace(workloadConfig(ns, "deployment", "ollama/ollama:0.24.0", "16384"), `wait_for  = "scheduled"`, `wait_for  = "ready"
+  timeouts {
+    create = "5s"
+  }`, 1)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providers,
+		Steps: []resource.TestStep{{
+			Config:      config,
+			ExpectError: regexp.MustCompile(`(?s)Workload not ready.*Pending`),
+		}},
 	})
 }

@@ -36,6 +36,7 @@ type clusterData struct {
 	engine  *engine.Engine
 	skipped string
 	tables  *tables.Set
+	planned plannedPackages
 }
 
 func (p *gpusliceProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -28,8 +29,8 @@ import (
 func resourceSchema(r engineschema.Resource) schema.Schema {
 	attrs, blocks := convertBlock(r.Block)
 	return schema.Schema{
-		Description:         r.Description + " Import ID: " + r.ImportID + ".",
-		MarkdownDescription: r.Description + "\n\nImport ID: " + r.ImportID + ".",
+		Description:         r.Description,
+		MarkdownDescription: r.Description + "\n\nImport ID: " + importID(r.ImportID) + ".",
 		Attributes:          attrs,
 		Blocks:              blocks,
 	}
@@ -172,4 +173,14 @@ func listValue(v cty.Value) types.List {
 		}
 	}
 	return types.ListValueMust(elemType, elems)
+}
+
+// importID quotes the ID format of an engine import ID description
+// ("<namespace>/<name>", or "<name>, the DeviceClass name") as code.
+func importID(doc string) string {
+	format, rest, _ := strings.Cut(doc, ",")
+	if rest != "" {
+		rest = "," + rest
+	}
+	return "`" + format + "`" + rest
 }

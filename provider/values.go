@@ -2,6 +2,7 @@ package provider
 
 import (
 	"fmt"
+	"math/big"
 	"strconv"
 	"strings"
 
@@ -9,14 +10,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/zclconf/go-cty/cty"
-	ctymsgpack "github.com/zclconf/go-cty/cty/msgpack"
 
 	enginediag "github.com/gpuslice/gpuslice/engine/diag"
 )
 
 // Values cross from the framework to the engine as cty values, the form the
-// HCL front end decodes, through MessagePack: the encoding Terraform itself
-// uses for both, unknown values included.
+// HCL front end decodes; unknown and null values keep their meaning.
 
 func ctyType(t tftypes.Type) (cty.Type, error) {
 	switch {
@@ -59,20 +58,136 @@ func toCty(v tftypes.Value) (cty.Value, error) {
 	if err != nil {
 		return cty.NilVal, err
 	}
-	data, err := v.MarshalMsgPack(v.Type()) //nolint:staticcheck // the wire format both sides share
-	if err != nil {
-		return cty.NilVal, fmt.Errorf("encode %s: %w", v.Type(), err)
+	switch {
+	case !v.IsKnown():
+		return cty.UnknownVal(ty), nil
+	case v.IsNull():
+		return cty.NullVal(ty), nil
+	case ty == cty.String:
+		var s string
+		err = v.As(&s)
+		return cty.StringVal(s), err
+	case ty == cty.Number:
+		f := new(big.Float)
+		err = v.As(&f)
+		return cty.NumberVal(f), err
+	case ty == cty.Bool:
+		var b bool
+		err = v.As(&b)
+		return cty.BoolVal(b), err
+	case ty.IsListType() || ty.IsSetType():
+		var elems []tftypes.Value
+		if err := v.As(&elems); err != nil {
+			return cty.NilVal, err
+		}
+		vals, err := ctyValues(elems)
+		if err != nil {
+			return cty.NilVal, err
+		}
+		switch {
+		case len(vals) == 0 && ty.IsListType():
+			return cty.ListValEmpty(ty.ElementType()), nil
+		case len(vals) == 0:
+			return cty.SetValEmpty(ty.ElementType()), nil
+		case ty.IsListType():
+			return cty.ListVal(vals), nil
+		}
+		return cty.SetVal(vals), nil
+	case ty.IsMapType() || ty.IsObjectType():
+		var elems map[string]tftypes.Value
+		if err := v.As(&elems); err != nil {
+			return cty.NilVal, err
+		}
+		vals := map[string]cty.Value{}
+		for k, e := range elems {
+			if vals[k], err = toCty(e); err != nil {
+				return cty.NilVal, err
+			}
+		}
+		switch {
+		case ty.IsObjectType():
+			return cty.ObjectVal(vals), nil
+		case len(vals) == 0:
+			return cty.MapValEmpty(ty.ElementType()), nil
+		}
+		return cty.MapVal(vals), nil
 	}
-	return ctymsgpack.Unmarshal(data, ty)
+	return cty.NilVal, fmt.Errorf("cannot convert a %s value", v.Type())
 }
 
-// fromCty converts a cty value of the schema's type back.
-func fromCty(v cty.Value, ty tftypes.Type) (tftypes.Value, error) {
-	data, err := ctymsgpack.Marshal(v, v.Type())
-	if err != nil {
-		return tftypes.Value{}, fmt.Errorf("encode value: %w", err)
+func ctyValues(elems []tftypes.Value) ([]cty.Value, error) {
+	var out []cty.Value
+	for _, e := range elems {
+		c, err := toCty(e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
 	}
-	return tftypes.ValueFromMsgPack(data, ty)
+	return out, nil
+}
+
+// fromCty converts a cty value to a framework value of type ty.
+func fromCty(v cty.Value, ty tftypes.Type) (tftypes.Value, error) {
+	switch {
+	case !v.IsKnown():
+		return tftypes.NewValue(ty, tftypes.UnknownValue), nil
+	case v.IsNull():
+		return tftypes.NewValue(ty, nil), nil
+	case ty.Is(tftypes.String):
+		return tftypes.NewValue(ty, v.AsString()), nil
+	case ty.Is(tftypes.Number):
+		return tftypes.NewValue(ty, v.AsBigFloat()), nil
+	case ty.Is(tftypes.Bool):
+		return tftypes.NewValue(ty, v.True()), nil
+	}
+	switch tt := ty.(type) {
+	case tftypes.List, tftypes.Set:
+		elemType := elementType(tt)
+		var elems []tftypes.Value
+		for it := v.ElementIterator(); it.Next(); {
+			_, e := it.Element()
+			fe, err := fromCty(e, elemType)
+			if err != nil {
+				return tftypes.Value{}, err
+			}
+			elems = append(elems, fe)
+		}
+		return tftypes.NewValue(ty, elems), nil
+	case tftypes.Map:
+		elems := map[string]tftypes.Value{}
+		for it := v.ElementIterator(); it.Next(); {
+			k, e := it.Element()
+			fe, err := fromCty(e, tt.ElementType)
+			if err != nil {
+				return tftypes.Value{}, err
+			}
+			elems[k.AsString()] = fe
+		}
+		return tftypes.NewValue(ty, elems), nil
+	case tftypes.Object:
+		attrs := map[string]tftypes.Value{}
+		for name, at := range tt.AttributeTypes {
+			av := cty.NullVal(cty.DynamicPseudoType)
+			if v.Type().HasAttribute(name) {
+				av = v.GetAttr(name)
+			}
+			fa, err := fromCty(av, at)
+			if err != nil {
+				return tftypes.Value{}, fmt.Errorf("%s: %w", name, err)
+			}
+			attrs[name] = fa
+		}
+		return tftypes.NewValue(ty, attrs), nil
+	}
+	return tftypes.Value{}, fmt.Errorf("cannot convert to %s", ty)
+}
+
+func elementType(t tftypes.Type) tftypes.Type {
+	if l, ok := t.(tftypes.List); ok {
+		return l.ElementType
+	}
+	return t.(tftypes.Set).ElementType
 }
 
 // attributePath turns an engine attribute path (`container.port[0].name`,

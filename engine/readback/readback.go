@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -132,6 +133,21 @@ func Quota(ctx context.Context, c kubernetes.Interface, ns string, prior *spec.Q
 	if v, ok := rq.Spec.Hard[render.ClaimCountResource]; ok {
 		n := v.Value()
 		q.MaxClaims = &n
+	}
+	rb, err := c.RbacV1().RoleBindings(ns).Get(ctx, render.TenantRole, metav1.GetOptions{})
+	if err != nil {
+		if err := notFound(err, "RoleBinding "+ns+"/"+render.TenantRole); err != nil {
+			return nil, err
+		}
+	} else if managed(rb.Labels) {
+		for _, s := range rb.Subjects {
+			switch s.Kind {
+			case rbacv1.UserKind:
+				q.TenantUsers = append(q.TenantUsers, s.Name)
+			case rbacv1.GroupKind:
+				q.TenantGroups = append(q.TenantGroups, s.Name)
+			}
+		}
 	}
 	return q, nil
 }

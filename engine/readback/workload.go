@@ -61,7 +61,9 @@ func Workload(ctx context.Context, c kubernetes.Interface, ns, name string, prio
 	w.Package = template.Labels[contract.LabelPackage]
 	for k, v := range template.Labels {
 		switch k {
-		case "app.kubernetes.io/name", objects.LabelWorkload, contract.LabelPackage:
+		case "app.kubernetes.io/name", objects.LabelWorkload, contract.LabelPackage,
+			// The Job controller labels its pod template itself.
+			"controller-uid", "job-name", "batch.kubernetes.io/controller-uid", "batch.kubernetes.io/job-name":
 		default:
 			if w.Labels == nil {
 				w.Labels = map[string]string{}

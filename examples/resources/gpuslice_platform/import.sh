@@ -1,0 +1,2 @@
+# The platform namespace.
+terraform import gpuslice_platform.this gpuslice-system

@@ -1,0 +1,2 @@
+# The namespace.
+terraform import gpuslice_quota.team_a team-a

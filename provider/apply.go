@@ -1,0 +1,135 @@
+package provider
+
+// Create and Update: plan the resource's objects, apply them, wait for a
+// workload, record the state.
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/gpuslice/gpuslice/engine"
+	"github.com/gpuslice/gpuslice/engine/apply"
+	"github.com/gpuslice/gpuslice/engine/config"
+	"github.com/gpuslice/gpuslice/engine/plan"
+	"github.com/gpuslice/gpuslice/engine/spec"
+)
+
+func (r *gpusliceResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	r.applyPlan(ctx, req.Plan.Raw, func(ctx context.Context, d time.Duration) (time.Duration, diag.Diagnostics) {
+		var t timeouts.Value
+		if diags := req.Plan.GetAttribute(ctx, path.Root("timeouts"), &t); diags.HasError() {
+			return d, diags
+		}
+		return t.Create(ctx, d)
+	}, &resp.State, resp.Identity, &resp.Diagnostics)
+}
+
+func (r *gpusliceResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	r.applyPlan(ctx, req.Plan.Raw, func(ctx context.Context, d time.Duration) (time.Duration, diag.Diagnostics) {
+		var t timeouts.Value
+		if diags := req.Plan.GetAttribute(ctx, path.Root("timeouts"), &t); diags.HasError() {
+			return d, diags
+		}
+		return t.Update(ctx, d)
+	}, &resp.State, resp.Identity, &resp.Diagnostics)
+}
+
+// applyPlan carries out the planned value: plan the resource's objects,
+// apply them, wait for a workload, and record the state.
+func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, timeout func(context.Context, time.Duration) (time.Duration, diag.Diagnostics), state *tfsdk.State, identity *tfsdk.ResourceIdentity, diags *diag.Diagnostics) {
+	e := r.engine(diags)
+	if e == nil {
+		return
+	}
+	planned, err := toCty(raw)
+	if err != nil {
+		diags.AddError("Cannot read the plan", err.Error())
+		return
+	}
+	target := r.decode(planned, diags)
+	if target == nil {
+		return
+	}
+	if r.ops.timeouts {
+		d, ds := timeout(ctx, r.ops.wait(target))
+		diags.Append(ds...)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	rc, err := e.LoadResourceContext(ctx)
+	if err != nil {
+		diags.AddError("Cannot read the cluster", err.Error())
+		return
+	}
+	if _, ok := target.(*spec.Package); !ok {
+		rc = r.data.planned.extend(rc)
+	}
+	p, err := e.PlanResource(ctx, target, rc, r.data.tables.GPUModels, plan.Options{})
+	if err != nil {
+		diags.AddError("Cannot plan against the cluster", err.Error())
+		return
+	}
+	addDiagnostics(diags, p.Diagnostics)
+	if p.Diagnostics.HasErrors() {
+		return
+	}
+	if err := e.Apply(ctx, p, apply.Options{}); err != nil {
+		diags.AddError("Apply failed", err.Error())
+		return
+	}
+	var waitErr error
+	if w, ok := target.(*spec.Workload); ok && w.WaitFor != spec.WaitNone && len(engine.Changed(&spec.Stack{Workloads: []*spec.Workload{w}}, p)) > 0 {
+		_, waitErr = e.Wait(ctx, []*spec.Workload{w}, nil)
+	}
+	r.writeState(ctx, e, planned, target, state, diags)
+	r.setIdentity(ctx, identity, config.ResourceID(target), diags)
+	if waitErr != nil {
+		diags.AddError("Workload not ready", waitErr.Error()+"\n\nThe objects are applied; fix the cause (or set wait_for) and apply again.")
+	}
+}
+
+// writeState records value's arguments with the computed attributes of the
+// applied target.
+func (r *gpusliceResource) writeState(ctx context.Context, e *engine.Engine, value cty.Value, target any, state *tfsdk.State, diags *diag.Diagnostics) {
+	computed := map[string]cty.Value{"id": cty.StringVal(config.ResourceID(target))}
+	if r.ops.plannedComputed != nil {
+		for k, v := range r.ops.plannedComputed(target) {
+			computed[k] = v
+		}
+	}
+	if r.ops.computed != nil {
+		more, err := r.ops.computed(ctx, e, target)
+		if err != nil {
+			diags.AddWarning("Cannot read the status", err.Error())
+		}
+		for k, v := range more {
+			computed[k] = v
+		}
+	}
+	attrs := value.AsValueMap()
+	for k, v := range computed {
+		attrs[k] = v
+	}
+	// Computed attributes nothing filled in are recorded as null, never
+	// unknown.
+	for name, v := range attrs {
+		if !v.IsKnown() {
+			attrs[name] = cty.NullVal(v.Type())
+		}
+	}
+	out, err := fromCty(cty.ObjectVal(attrs), state.Raw.Type())
+	if err != nil {
+		diags.AddError("Cannot record the state", err.Error())
+		return
+	}
+	state.Raw = out
+}

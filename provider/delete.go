@@ -1,0 +1,65 @@
+package provider
+
+// Delete and import.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+
+	"github.com/gpuslice/gpuslice/engine/apply"
+)
+
+func (r *gpusliceResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	e := r.engine(&resp.Diagnostics)
+	if e == nil {
+		return
+	}
+	current, err := toCty(req.State.Raw)
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read the state", err.Error())
+		return
+	}
+	target := r.decode(current, &resp.Diagnostics)
+	if target == nil {
+		return
+	}
+	if r.ops.timeouts {
+		var t timeouts.Value
+		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("timeouts"), &t)...)
+		d, ds := t.Delete(ctx, 10*time.Minute)
+		resp.Diagnostics.Append(ds...)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	p, err := e.PlanResourceDestroy(ctx, target)
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot plan the destroy", err.Error())
+		return
+	}
+	if err := e.Destroy(ctx, p, apply.Options{}); err != nil {
+		resp.Diagnostics.AddError("Destroy failed", err.Error())
+	}
+}
+
+func (r *gpusliceResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	id := req.ID
+	if id == "" && req.Identity != nil {
+		id = r.idFromIdentity(ctx, req.Identity, &resp.Diagnostics)
+	}
+	attrs, err := r.ops.importAttributes(id)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("%q: %v; the ID of a %s is %s", id, err, r.def.Type, r.def.ImportID))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id)...)
+	r.setIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
+	for name, v := range attrs {
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root(name), v)...)
+	}
+}

@@ -1,0 +1,194 @@
+package provider
+
+// ModifyPlan: the engine validates and checks the planned resource in its
+// cluster context and plans its objects, so errors show at plan time on the
+// attribute, and changes made outside Terraform that no attribute shows
+// still plan an update.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/gpuslice/gpuslice/engine"
+	"github.com/gpuslice/gpuslice/engine/config"
+	enginediag "github.com/gpuslice/gpuslice/engine/diag"
+	"github.com/gpuslice/gpuslice/engine/plan"
+	engineschema "github.com/gpuslice/gpuslice/engine/schema"
+	"github.com/gpuslice/gpuslice/engine/spec"
+)
+
+func (r *gpusliceResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() || r.data == nil {
+		return // destroy, or the provider is not configured yet
+	}
+	planned, err := toCty(req.Plan.Raw)
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read the plan", err.Error())
+		return
+	}
+	if !argumentsKnown(planned, r.def.Block) {
+		return // checked again at apply, when every value is known
+	}
+	target := r.decode(planned, &resp.Diagnostics)
+	if target == nil {
+		return
+	}
+	r.setPlanned(ctx, resp, map[string]cty.Value{"id": cty.StringVal(config.ResourceID(target))})
+	if r.ops.plannedComputed != nil {
+		r.setPlanned(ctx, resp, r.ops.plannedComputed(target))
+	}
+
+	e, rc, skipped := r.clusterContext(ctx, target)
+	if _, isWorkload := target.(*spec.Workload); e == nil && !isWorkload {
+		// (The workload checks say it themselves, naming what they skip.)
+		resp.Diagnostics.AddWarning("Cluster checks skipped", skipped+"; ownership and drift are checked once the cluster can be read")
+	}
+	refs := referencedPackages(target)
+	ds := engine.ValidateResource(target, rc, r.data.tables.GPUModels, refs...)
+	if e != nil {
+		ds = append(ds, missingPackages(target, rc)...)
+	}
+	if !ds.HasErrors() {
+		ds = append(ds, engine.CheckResource(ctx, e, target, rc, r.data.tables, skipped)...)
+	}
+	addDiagnostics(&resp.Diagnostics, ds)
+	if ds.HasErrors() || e == nil {
+		return
+	}
+	p, err := e.PlanResource(ctx, target, rc, r.data.tables.GPUModels, plan.Options{})
+	if err != nil {
+		resp.Diagnostics.AddWarning("Cannot plan against the cluster", err.Error())
+		return
+	}
+	addDiagnostics(&resp.Diagnostics, p.Diagnostics)
+	r.planDrift(ctx, req, resp, planned, p)
+}
+
+// clusterContext returns the engine (nil when the cluster cannot be asked;
+// skipped then says why) and what the cluster and this run's planned
+// packages say around the resource.
+func (r *gpusliceResource) clusterContext(ctx context.Context, target any) (*engine.Engine, engine.ResourceContext, string) {
+	e, skipped := r.data.engine, r.data.skipped
+	var rc engine.ResourceContext
+	if e != nil {
+		var err error
+		if rc, err = e.LoadResourceContext(ctx); err != nil {
+			e, skipped = nil, fmt.Sprintf("the cluster could not be read (%v)", err)
+		}
+	}
+	if p, ok := target.(*spec.Package); ok {
+		r.data.planned.add(p)
+	} else {
+		rc = r.data.planned.extend(rc)
+	}
+	return e, rc, skipped
+}
+
+// planDrift plans an update when Terraform sees no change but the cluster
+// differs: objects changed or deleted outside Terraform in ways no
+// attribute shows. Apply restores them.
+func (r *gpusliceResource) planDrift(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse, planned cty.Value, p *plan.Plan) {
+	if req.State.Raw.IsNull() || !p.HasChanges() {
+		return
+	}
+	prior, err := toCty(req.State.Raw)
+	if err != nil || !sameArguments(r.def, prior, planned) {
+		return
+	}
+	unknown := map[string]cty.Value{"id": cty.UnknownVal(cty.String)}
+	for _, name := range r.ops.unknownOnChange {
+		unknown[name] = cty.UnknownVal(cty.String)
+	}
+	r.setPlanned(ctx, resp, unknown)
+	resp.Diagnostics.AddWarning("Objects changed outside Terraform", "apply restores them:\n"+describeChanges(p))
+}
+
+// missingPackages warns about packages a quota or workload uses that the
+// cluster does not have yet: fine when this apply creates them.
+func missingPackages(target any, rc engine.ResourceContext) enginediag.Diagnostics {
+	have := map[string]bool{}
+	for _, n := range rc.PackageNames() {
+		have[n] = true
+	}
+	var out enginediag.Diagnostics
+	for _, name := range referencedPackages(target) {
+		if have[name] {
+			continue
+		}
+		attr := "package"
+		if _, ok := target.(*spec.Quota); ok {
+			attr = fmt.Sprintf("slices[%q]", name)
+		}
+		out = append(out, enginediag.Warningf("", attr, "Package not in the cluster yet",
+			"no gpuslice_package named %q is applied; this is fine when this apply creates it, otherwise fix the name", name))
+	}
+	return out
+}
+
+func describeChanges(p *plan.Plan) string {
+	var b strings.Builder
+	for _, c := range p.Changes {
+		if c.Action == plan.NoOp {
+			continue
+		}
+		fmt.Fprintf(&b, "  %s %s", c.Action, c.Ref)
+		var fields []string
+		for _, f := range c.Fields {
+			fields = append(fields, f.Path)
+		}
+		if len(fields) > 0 {
+			fmt.Fprintf(&b, ": %s", strings.Join(fields, ", "))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// sameArguments reports whether two resource values set the same arguments.
+func sameArguments(def engineschema.Resource, a, b cty.Value) bool {
+	for _, attr := range def.Attributes {
+		if attr.Computed {
+			continue
+		}
+		if !a.GetAttr(attr.Name).RawEquals(b.GetAttr(attr.Name)) {
+			return false
+		}
+	}
+	for _, nb := range def.Blocks {
+		if !a.GetAttr(nb.Name).RawEquals(b.GetAttr(nb.Name)) {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *gpusliceResource) setPlanned(ctx context.Context, resp *resource.ModifyPlanResponse, values map[string]cty.Value) {
+	for name, v := range values {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(name), frameworkValue(v))...)
+	}
+}
+
+// frameworkValue converts the primitive cty values of computed attributes.
+func frameworkValue(v cty.Value) any {
+	switch {
+	case v.Type() == cty.String && !v.IsKnown():
+		return types.StringUnknown()
+	case v.Type() == cty.String && v.IsNull():
+		return types.StringNull()
+	case v.Type() == cty.String:
+		return types.StringValue(v.AsString())
+	case v.Type() == cty.Number && !v.IsKnown():
+		return types.NumberUnknown()
+	case v.Type() == cty.Number && v.IsNull():
+		return types.NumberNull()
+	case v.Type() == cty.Number:
+		return types.NumberValue(v.AsBigFloat())
+	}
+	panic(fmt.Sprintf("provider: computed attribute of type %s", v.Type().FriendlyName()))
+}
