@@ -57,26 +57,6 @@ func TestAccExamplesOffline(t *testing.T) {
 	applyOffline(t, work, tfrc, []string{"TF_VAR_kubeconfig=" + kubeconfig}, 4)
 }
 
-// The quickstart (examples/quickstart with its module), configured through
-// KUBE_CONFIG_PATH as its comment says.
-func TestAccQuickstartOffline(t *testing.T) {
-	needCluster(t)
-	if own {
-		t.Skip("applies the quickstart's fixed names (team-a, v100-8gi)")
-	}
-	root := repoRoot()
-	tfrc := install(t)
-	work := t.TempDir()
-	for _, dir := range []string{"quickstart", "modules"} {
-		if err := os.CopyFS(filepath.Join(work, dir), os.DirFS(filepath.Join(root, "examples", dir))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Simulated nodes have no kubelet and the control plane no storage
-	// provisioner: pods never start, so apply does not wait for them.
-	applyOffline(t, filepath.Join(work, "quickstart"), tfrc, []string{"KUBE_CONFIG_PATH=" + kubeconfig, "TF_VAR_wait_for=none"}, 6)
-}
-
 var (
 	installOnce sync.Once
 	installDir  string

@@ -1,7 +1,8 @@
 // Package quickstart applies examples/quickstart with the OpenTofu binary a
-// user would run and the provider installed from a local filesystem mirror,
-// on the local control plane: apply, a second plan with no changes, and
-// destroy leaving nothing behind.
+// user would run and the provider installed by `make install` into a local
+// filesystem mirror (no registry reachable), on the local control plane:
+// apply, outputs naming the slice and node, a second plan with no changes,
+// and destroy leaving nothing behind.
 package quickstart
 
 import (
@@ -27,20 +28,16 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// mirror builds the provider into a filesystem mirror and writes the CLI
-// configuration that makes tofu install it from there, offline.
-func mirror(t *testing.T) string {
+// install runs `make install` into a temporary mirror, as a user would,
+// and returns the CLI configuration that makes tofu install from it.
+func install(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "registry.terraform.io", "gpuslice", "gpuslice", "0.1.0", "linux_amd64", "terraform-provider-gpuslice_v0.1.0")
-	build := exec.Command("go", "build", "-o", bin, "github.com/gpuslice/gpuslice/cmd/terraform-provider-gpuslice")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the provider: %v\n%s", err, out)
-	}
-	rc := filepath.Join(dir, "tofu.tfrc")
-	conf := "provider_installation {\n  filesystem_mirror {\n    path    = \"" + dir + "\"\n    include = [\"registry.terraform.io/gpuslice/gpuslice\"]\n  }\n}\n"
-	if err := os.WriteFile(rc, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
+	rc := filepath.Join(dir, "gpuslice.tfrc")
+	cmd := exec.Command("make", "-s", "install", "MIRROR="+filepath.Join(dir, "mirror"), "TFRC="+rc)
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make install: %v\n%s", err, out)
 	}
 	return rc
 }
@@ -67,8 +64,10 @@ func TestQuickstartWithOpenTofu(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(work, "examples", "quickstart")
-	env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+mirror(t), "KUBE_CONFIG_PATH="+c.KubeconfigPath, "TF_IN_AUTOMATION=1",
-		"TF_VAR_wait_for=scheduled")
+	env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+install(t), "KUBE_CONFIG_PATH="+c.KubeconfigPath, "TF_IN_AUTOMATION=1",
+		"TF_VAR_wait_for=scheduled",
+		// Nothing may be downloaded: a registry lookup fails here.
+		"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9")
 	run := func(args ...string) (string, int) {
 		t.Helper()
 		cmd := exec.Command(tofu, args...)
@@ -83,8 +82,8 @@ func TestQuickstartWithOpenTofu(t *testing.T) {
 		return string(out), code
 	}
 
-	if out, code := run("init", "-input=false", "-no-color"); code != 0 {
-		t.Fatalf("tofu init: exit %d\n%s", code, out)
+	if out, code := run("init", "-input=false", "-no-color"); code != 0 || !strings.Contains(out, "gpuslice/gpuslice v0.1.0") {
+		t.Fatalf("tofu init from the mirror: exit %d\n%s", code, out)
 	}
 	out, code := run("apply", "-auto-approve", "-input=false", "-no-color")
 	if code != 0 || !strings.Contains(out, "Apply complete! Resources: 6 added") {
