@@ -61,7 +61,7 @@ func (c *Cluster) AddNode(ctx context.Context, spec NodeSpec) (*corev1.Node, err
 	}
 
 	nodes := c.client.CoreV1().Nodes()
-	node, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: labels}}, metav1.CreateOptions{})
+	_, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: labels}}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("create node %s: %w", spec.Name, err)
 	}
@@ -82,7 +82,7 @@ func (c *Cluster) AddNode(ctx context.Context, spec NodeSpec) (*corev1.Node, err
 	if err != nil {
 		return nil, err
 	}
-	node, err = nodes.Patch(ctx, spec.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	node, err := nodes.Patch(ctx, spec.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
 		return nil, fmt.Errorf("mark node %s Ready: %w", spec.Name, err)
 	}

@@ -147,7 +147,7 @@ func modelsOf(w *spec.Workload) []namedModel {
 // quantised.
 func fitAdvice(llm tables.LLM, slice, fixed int64, kv string) string {
 	if fixed >= slice {
-		return fmt.Sprintf("The weights alone do not fit: use a bigger package or a smaller model.")
+		return "The weights alone do not fit: use a bigger package or a smaller model."
 	}
 	fits := func(kv string) int64 { return (slice - fixed) / llm.KVCacheBytes(1, kv) / 1024 * 1024 }
 	advice := fmt.Sprintf("At most about %d tokens fit with a %s KV cache", fits(kv), kv)

@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"bytes"
 	"fmt"
 	"reflect"
 	"sort"
@@ -173,7 +172,7 @@ func removedOwned(desired map[string]any, live *unstructured.Unstructured) []Fie
 			continue
 		}
 		set := &fieldpath.Set{}
-		if err := set.FromJSON(bytes.NewReader(mf.FieldsV1.Raw)); err != nil {
+		if err := set.FromJSON(mf.FieldsV1.GetRawReader()); err != nil {
 			continue // unreadable ownership data: nothing to report
 		}
 		seen := map[string]bool{}
