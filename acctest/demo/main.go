@@ -138,8 +138,8 @@ func (d *demo) run(ctx context.Context, tfConfig string) error {
 	fmt.Printf("     (tofu plan exited non-zero, as it should: nothing was changed)\n")
 
 	step(9, "Two whole-GPU trainers for team-b, applied with the gpuslice CLI: one gets the free GPU, one waits")
-	waiting := filepath.Join(d.repo, "acctest", "demo", "waiting")
-	if err := d.cmd(d.work, "gpuslice", "apply", waiting, "-stack", "demo-waiting", "-auto-approve"); err != nil {
+	waiting := filepath.Join("acctest", "demo", "waiting")
+	if err := d.cmd(d.repo, "gpuslice", "apply", waiting, "-stack", "demo-waiting", "-auto-approve"); err != nil {
 		return err
 	}
 	if err := d.waitForSlice(ctx, waiting); err != nil {
@@ -160,7 +160,7 @@ func (d *demo) run(ctx context.Context, tfConfig string) error {
 func (d *demo) waitForSlice(ctx context.Context, dir string) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		out, _ := d.output(d.work, "gpuslice", "status", dir, "-stack", "demo-waiting")
+		out, _ := d.output(d.repo, "gpuslice", "status", dir, "-stack", "demo-waiting")
 		if strings.Contains(out, "WaitingForSlice") && strings.Contains(out, "Scheduled") {
 			indent(out)
 			return nil
