@@ -126,7 +126,13 @@ func TestFieldStoryAtPlan(t *testing.T) {
 	if _, err := c.Client().CoreV1().Pods("story").Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitQuotaUsed(t, c.Client().CoreV1().ResourceQuotas("story"), "1500m")
+	waitQuotaUsed(t, c.Client().CoreV1().ResourceQuotas("story"), "1500m", func() string {
+		p, err := c.Client().CoreV1().Pods("story").Get(ctx, "other-team-job", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		return fmt.Sprintf("pod phase %s, deleted %v, node %s", p.Status.Phase, p.DeletionTimestamp, p.Spec.NodeName)
+	})
 
 	facts, err := checks.Gather(ctx, e.Clients.Typed, loadStack(t, "story", storyHCL(mistakenWorkloads)))
 	if err != nil {
@@ -229,7 +235,7 @@ resource "gpuslice_workload" "two" {
 
 func waitQuotaUsed(t *testing.T, quotas interface {
 	Get(context.Context, string, metav1.GetOptions) (*corev1.ResourceQuota, error)
-}, cpu string) {
+}, cpu string, podState func() string) {
 	t.Helper()
 	want := resource.MustParse(cpu)
 	deadline := time.Now().Add(60 * time.Second)
@@ -241,7 +247,7 @@ func waitQuotaUsed(t *testing.T, quotas interface {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("quota never showed %s of requests.cpu used: %v %v", cpu, q, err)
+			t.Fatalf("quota never showed %s of requests.cpu used (%s): %v %v", cpu, podState(), q.Status, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -96,6 +96,7 @@ func Run(ctx context.Context, client dynamic.Interface, inv inventory.Store, p *
 		}); err != nil {
 			return err
 		}
+		waitQuotasObserved(ctx, client, p.Stack, byLevel[l])
 	}
 
 	sort.SliceStable(prunes, func(i, j int) bool {

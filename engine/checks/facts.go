@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -87,8 +88,17 @@ func Gather(ctx context.Context, client kubernetes.Interface, s *spec.Stack) (*F
 	for _, w := range s.Workloads {
 		namespaces[w.Namespace] = true
 	}
+	// One cluster-wide list per kind keeps plan's requests flat however many
+	// namespaces the stack has; without the right to list cluster-wide, one
+	// list per namespace.
+	if len(namespaces) > 1 {
+		err := f.read(ctx, client, metav1.NamespaceAll, namespaces)
+		if err == nil || !apierrors.IsForbidden(err) {
+			return f, err
+		}
+	}
 	for ns := range namespaces {
-		if err := f.readNamespace(ctx, client, ns); err != nil {
+		if err := f.read(ctx, client, ns, namespaces); err != nil {
 			return nil, err
 		}
 	}
@@ -104,28 +114,38 @@ func packageFromClass(dc resourcev1.DeviceClass) Package {
 	return p
 }
 
-func (f *Facts) readNamespace(ctx context.Context, client kubernetes.Interface, ns string) error {
+// read lists the quotas, limit ranges and workload pods of namespace ns
+// ("" for all) and keeps those of the wanted namespaces.
+func (f *Facts) read(ctx context.Context, client kubernetes.Interface, ns string, wanted map[string]bool) error {
+	where := "in " + ns
+	if ns == metav1.NamespaceAll {
+		where = "in all namespaces"
+	}
 	quotas, err := client.CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("list ResourceQuotas in %s: %w", ns, err)
+		return fmt.Errorf("list ResourceQuotas %s: %w", where, err)
 	}
 	for _, q := range quotas.Items {
-		f.Quotas[ns] = append(f.Quotas[ns], Quota{Name: q.Name, Hard: q.Spec.Hard, Used: q.Status.Used})
+		if wanted[q.Namespace] {
+			f.Quotas[q.Namespace] = append(f.Quotas[q.Namespace], Quota{Name: q.Name, Hard: q.Spec.Hard, Used: q.Status.Used})
+		}
 	}
-	limits, err := client.CoreV1().LimitRanges(ns).List(ctx, metav1.ListOptions{Limit: 1})
+	limits, err := client.CoreV1().LimitRanges(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("list LimitRanges in %s: %w", ns, err)
+		return fmt.Errorf("list LimitRanges %s: %w", where, err)
 	}
-	f.LimitRanges[ns] = len(limits.Items) > 0
+	for _, l := range limits.Items {
+		f.LimitRanges[l.Namespace] = true
+	}
 	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: objects.LabelWorkload})
 	if err != nil {
-		return fmt.Errorf("list pods in %s: %w", ns, err)
+		return fmt.Errorf("list pods %s: %w", where, err)
 	}
 	for _, pod := range pods.Items {
-		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-			continue // quota no longer counts them
+		if !wanted[pod.Namespace] || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue // quota no longer counts finished pods
 		}
-		key := ns + "/" + pod.Labels[objects.LabelWorkload]
+		key := pod.Namespace + "/" + pod.Labels[objects.LabelWorkload]
 		u := f.Running[key]
 		if u.Resources == nil {
 			u.Resources = corev1.ResourceList{}

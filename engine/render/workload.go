@@ -248,9 +248,10 @@ func (r renderer) volumeSpec(v *spec.ModelVolume) corev1.PersistentVolumeClaimSp
 func (r renderer) preloadJob(w *spec.Workload) *batchv1.Job {
 	base := fmt.Sprintf("http://%s.%s.svc:%d", w.Name, w.Namespace, w.Expose.Port)
 	var script strings.Builder
-	fmt.Fprintf(&script, "set -eu\nuntil curl -fsS %s/api/version >/dev/null; do echo waiting for %s; sleep 5; done\n", base, base)
+	// The runtime's in-cluster address is set once and read by each call.
+	fmt.Fprintf(&script, "set -eu\nruntime=%s\nuntil curl -fsS \"$runtime/api/version\" >/dev/null; do echo waiting for $runtime; sleep 5; done\n", base)
 	for _, m := range w.PreloadModels {
-		fmt.Fprintf(&script, "echo pulling %s\ncurl -fsS %s/api/pull -d '{\"model\":\"%s\",\"stream\":false}'\necho\n", m, base, m)
+		fmt.Fprintf(&script, "echo pulling %s\ncurl -fsS \"$runtime/api/pull\" -d '{\"model\":\"%s\",\"stream\":false}'\necho\n", m, m)
 	}
 	// Not the workload label: the workload's selectors and status must not
 	// count the preload pod as one of its replicas.
