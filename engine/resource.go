@@ -73,12 +73,13 @@ func (e *Engine) LoadResourceContext(ctx context.Context) (ResourceContext, erro
 	if err != nil {
 		return rc, fmt.Errorf("read the packages (DeviceClasses labelled %s): %w", contract.LabelPackage, err)
 	}
-	for _, dc := range classes.Items {
-		fraction, _ := strconv.Atoi(dc.Annotations[render.AnnotationFraction])
-		rc.Packages = append(rc.Packages, &spec.Package{
-			Meta: spec.Meta{Address: "cluster.gpuslice_package." + dc.Name},
-			Name: dc.Name, GPUModel: dc.Annotations[render.AnnotationGPUModel], Fraction: fraction,
-		})
+	for i := range classes.Items {
+		p, err := render.PackageOf(&classes.Items[i])
+		if err != nil {
+			continue // not a package this gpuslice can read; its own plan says so
+		}
+		p.Address = "cluster.gpuslice_package." + p.Name
+		rc.Packages = append(rc.Packages, p)
 	}
 	return rc, nil
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -47,8 +49,8 @@ func showSlices(ctx context.Context, client kubernetes.Interface) error {
 			}
 		}
 	}
-	for _, node := range sortedKeys(byNode) {
-		for _, uuid := range sortedKeys(byNode[node]) {
+	for _, node := range slices.Sorted(maps.Keys(byNode)) {
+		for _, uuid := range slices.Sorted(maps.Keys(byNode[node])) {
 			g := byNode[node][uuid]
 			var parts []string
 			for _, f := range []int64{25, 50, 100} {
@@ -131,13 +133,4 @@ func short(uuid string) string {
 		return uuid[:12] + "…"
 	}
 	return uuid
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -237,9 +236,10 @@ func (s *Snapshot) Packages(ctx context.Context, c kubernetes.Interface) ([]Pack
 		return nil, fmt.Errorf("list the packages' DeviceClasses: %w", err)
 	}
 	var out []Package
-	for _, dc := range classes.Items {
-		fraction, _ := strconv.Atoi(dc.Annotations[render.AnnotationFraction])
-		out = append(out, s.Package(dc.Name, dc.Annotations[render.AnnotationGPUModel], fraction))
+	for i := range classes.Items {
+		if p, err := render.PackageOf(&classes.Items[i]); err == nil {
+			out = append(out, s.Package(p.Name, p.GPUModel, p.Fraction))
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil

@@ -3,12 +3,9 @@ package checks
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -73,8 +70,10 @@ func Gather(ctx context.Context, client kubernetes.Interface, s *spec.Stack) (*F
 	if err != nil {
 		return nil, fmt.Errorf("list DeviceClasses: %w", err)
 	}
-	for _, dc := range classes.Items {
-		f.Packages[dc.Name] = packageFromClass(dc)
+	for i := range classes.Items {
+		if p, err := render.PackageOf(&classes.Items[i]); err == nil {
+			f.Packages[p.Name] = Package{Name: p.Name, GPUModel: p.GPUModel, Fraction: p.Fraction, MemoryBytes: p.MemoryBytes}
+		}
 	}
 	// Free slices of every package the workloads use, honouring the GPUs'
 	// shared counters.
@@ -103,15 +102,6 @@ func Gather(ctx context.Context, client kubernetes.Interface, s *spec.Stack) (*F
 		}
 	}
 	return f, nil
-}
-
-func packageFromClass(dc resourcev1.DeviceClass) Package {
-	p := Package{Name: dc.Name, GPUModel: dc.Annotations[render.AnnotationGPUModel]}
-	p.Fraction, _ = strconv.Atoi(dc.Annotations[render.AnnotationFraction])
-	if q, err := resource.ParseQuantity(dc.Annotations[render.AnnotationMemory]); err == nil {
-		p.MemoryBytes = q.Value()
-	}
-	return p
 }
 
 // read lists the quotas, limit ranges and workload pods of namespace ns

@@ -77,14 +77,13 @@ func Package(ctx context.Context, c kubernetes.Interface, name string) (*spec.Pa
 	if !managed(dc.Labels) || dc.Labels[contract.LabelPackage] == "" {
 		return nil, nil
 	}
-	p := &spec.Package{Name: name, GPUModel: dc.Annotations[render.AnnotationGPUModel]}
-	p.Fraction, err = strconv.Atoi(dc.Annotations[render.AnnotationFraction])
+	p, err := render.PackageOf(dc)
 	if err != nil {
-		return nil, fmt.Errorf("DeviceClass %s: annotation %s is %q, not a number; apply the package again", name, render.AnnotationFraction, dc.Annotations[render.AnnotationFraction])
+		return nil, err
 	}
-	if dc.Spec.ExtendedResourceName != nil {
-		p.ExtendedResourceName = *dc.Spec.ExtendedResourceName
-	}
+	// Read back is what a configuration holds; the slice's memory is
+	// computed (Resolve) like for any other spec.
+	p.Memory, p.MemoryBytes = "", 0
 	return p, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/objects"
@@ -48,4 +49,21 @@ func (r renderer) pkg(p *spec.Package) ([]objects.Object, error) {
 		return nil, err
 	}
 	return []objects.Object{o}, nil
+}
+
+// PackageOf reads a package back from the DeviceClass pkg rendered: its
+// name, GPU model, fraction, slice memory and extended resource name.
+func PackageOf(dc *resourcev1.DeviceClass) (*spec.Package, error) {
+	p := &spec.Package{Name: dc.Name, GPUModel: dc.Annotations[AnnotationGPUModel], Memory: dc.Annotations[AnnotationMemory]}
+	var err error
+	if p.Fraction, err = strconv.Atoi(dc.Annotations[AnnotationFraction]); err != nil {
+		return nil, fmt.Errorf("DeviceClass %s: annotation %s is %q, not a number; apply the package again", dc.Name, AnnotationFraction, dc.Annotations[AnnotationFraction])
+	}
+	if q, err := resource.ParseQuantity(p.Memory); err == nil {
+		p.MemoryBytes = q.Value()
+	}
+	if dc.Spec.ExtendedResourceName != nil {
+		p.ExtendedResourceName = *dc.Spec.ExtendedResourceName
+	}
+	return p, nil
 }
