@@ -27,13 +27,13 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpuslice/gpuslice/acctest/cluster"
-	"github.com/gpuslice/gpuslice/acctest/clustertest"
 	"github.com/gpuslice/gpuslice/engine"
 	"github.com/gpuslice/gpuslice/engine/apply"
 	"github.com/gpuslice/gpuslice/engine/config"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/internal/cluster"
+	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 )
 
 // The admission tests apply testdata/admission/stack with the engine: a

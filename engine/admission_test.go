@@ -21,12 +21,12 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
-	"github.com/gpuslice/gpuslice/acctest/cluster"
 	"github.com/gpuslice/gpuslice/acctest/draproof"
 	"github.com/gpuslice/gpuslice/engine/config"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/internal/cluster"
 )
 
 // TestHostileCorpusIsRefused submits every manifest of

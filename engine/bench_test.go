@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuslice/gpuslice/acctest/clustertest"
 	"github.com/gpuslice/gpuslice/engine"
 	"github.com/gpuslice/gpuslice/engine/apply"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/schemas/tables"
 )
 

@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpuslice/gpuslice/acctest/cluster"
 	"github.com/gpuslice/gpuslice/acctest/draproof"
 	"github.com/gpuslice/gpuslice/engine/checks"
 	"github.com/gpuslice/gpuslice/engine/plan"
+	"github.com/gpuslice/gpuslice/internal/cluster"
 )
 
 // storyHCL is the field story: a platform team grants team-a a 25 % V100

@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/gpuslice/gpuslice/acctest/cluster"
+	"github.com/gpuslice/gpuslice/internal/cluster"
 )
 
 // An A100 on its own node, a workload holding a quarter of it: the capacity

@@ -11,11 +11,11 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpuslice/gpuslice/acctest/cluster"
-	"github.com/gpuslice/gpuslice/acctest/clustertest"
 	"github.com/gpuslice/gpuslice/acctest/draproof"
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/internal/cluster"
+	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 )
 
 func TestMain(m *testing.M) {

@@ -1,105 +1,50 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
-	"time"
+	"syscall"
 
 	"github.com/spf13/cobra"
-
-	"github.com/gpuslice/gpuslice/acctest/cluster"
-	"github.com/gpuslice/gpuslice/acctest/devcluster"
 )
 
+// devCommand is the program that runs the local cluster. It is separate so
+// that this binary carries no control-plane launcher, kubelet plumbing or
+// simulated GPUs.
+const devCommand = "gpuslice-dev"
+
+// newDevCommand hands `gpuslice dev …` to gpuslice-dev, found beside this
+// executable (make build puts both in bin/) or on PATH.
 func newDevCommand() *cobra.Command {
-	var dir, binDir string
-	dev := &cobra.Command{
-		Use:   "dev",
-		Short: "Run a local Kubernetes control plane for trying gpuslice (etcd, kube-apiserver, scheduler, controller-manager; simulated nodes)",
-		PersistentPreRunE: func(*cobra.Command, []string) error {
-			// The printed KUBECONFIG must work from any directory.
-			abs, err := filepath.Abs(dir)
-			dir = abs
-			return err
-		},
-	}
-	dev.PersistentFlags().StringVar(&dir, "dir", devcluster.DefaultDir(), "directory holding the dev cluster's state, logs and kubeconfig")
-	dev.PersistentFlags().StringVar(&binDir, "bin-dir", "", "directory holding etcd and the kube-* binaries (default: the repository's bin/, built by `make tools`)")
-
-	var nodes int
-	up := &cobra.Command{
-		Use:   "up",
-		Short: "Start the dev cluster in the background (no-op when it is running) and print its KUBECONFIG",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if binDir == "" {
-				binDir = cluster.FindBinDir()
-			}
-			started := time.Now()
-			s, fresh, err := devcluster.Up(cmd.Context(), devcluster.UpOptions{
-				Dir: dir, BinDir: binDir, Nodes: nodes, ServeArgs: []string{"dev", "serve"},
-			})
+	return &cobra.Command{
+		Use:                "dev",
+		Short:              "Run a local Kubernetes cluster for trying gpuslice (runs " + devCommand + ": up, down, env, demo)",
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := findDevCommand()
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if fresh {
-				fmt.Fprintf(out, "# dev cluster started in %s (control plane %d ms), nodes %v\n",
-					time.Since(started).Round(100*time.Millisecond), s.StartupMS, s.Nodes)
-			} else {
-				fmt.Fprintf(out, "# dev cluster already running (pid %d), nodes %v\n", s.PID, s.Nodes)
-			}
-			fmt.Fprintf(out, "export KUBECONFIG=%s\n", s.Kubeconfig)
-			return nil
+			// Exec, not a child: signals, exit codes and the terminal are
+			// gpuslice-dev's own.
+			return syscall.Exec(path, append([]string{devCommand}, args...), os.Environ())
 		},
 	}
-	up.Flags().IntVar(&nodes, "nodes", 2, "number of simulated nodes to register")
+}
 
-	serve := &cobra.Command{
-		Use:    "serve",
-		Short:  "Run the dev cluster in the foreground (what `dev up` starts in the background)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if binDir == "" {
-				binDir = cluster.FindBinDir()
-			}
-			return devcluster.Serve(dir, binDir, nodes)
-		},
+func findDevCommand() (string, error) {
+	if exe, err := os.Executable(); err == nil {
+		beside := filepath.Join(filepath.Dir(exe), devCommand)
+		if info, err := os.Stat(beside); err == nil && !info.IsDir() {
+			return beside, nil
+		}
 	}
-	serve.Flags().IntVar(&nodes, "nodes", 2, "number of simulated nodes to register")
-
-	down := &cobra.Command{
-		Use:   "down",
-		Short: "Stop the dev cluster and every process it started",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			stopped, err := devcluster.Down(dir, 30*time.Second)
-			if err != nil {
-				return err
-			}
-			if stopped {
-				fmt.Fprintln(cmd.OutOrStdout(), "dev cluster stopped")
-			} else {
-				fmt.Fprintln(cmd.OutOrStdout(), "no dev cluster was running")
-			}
-			return nil
-		},
+	path, err := exec.LookPath(devCommand)
+	if errors.Is(err, exec.ErrNotFound) {
+		return "", fmt.Errorf("`gpuslice dev` runs %s, which is neither beside this gpuslice nor on PATH: run `make build` in the gpuslice repository (it puts both in bin/) or `go install github.com/gpuslice/gpuslice/cmd/%s`", devCommand, devCommand)
 	}
-
-	env := &cobra.Command{
-		Use:   "env",
-		Short: "Print the KUBECONFIG line for the running dev cluster (eval \"$(gpuslice dev env)\")",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := devcluster.Running(dir)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "export KUBECONFIG=%s\n", s.Kubeconfig)
-			return nil
-		},
-	}
-	dev.AddCommand(up, serve, down, env)
-	return dev
+	return path, err
 }

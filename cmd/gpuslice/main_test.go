@@ -18,8 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/gpuslice/gpuslice/acctest/cluster"
-	"github.com/gpuslice/gpuslice/acctest/clustertest"
+	"github.com/gpuslice/gpuslice/internal/cluster"
+	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 )
 
 var gpusliceBin string

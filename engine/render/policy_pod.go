@@ -1,12 +1,11 @@
 package render
 
 import (
-	"github.com/gpuslice/gpuslice/contract"
 	"strings"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 
-	"github.com/gpuslice/gpuslice/nodeplugin/shim"
+	"github.com/gpuslice/gpuslice/contract"
 )
 
 // ReservedEnvNames are environment variables a tenant container may not
@@ -22,10 +21,10 @@ var (
 // plugin mounts to enforce the slice; no volume may be mounted over them,
 // above them or into them. /var/run is a link to /run in most images.
 var ProtectedContainerPaths = []string{
-	shim.ContainerPreloadPath,
-	strings.TrimSuffix(shim.ContainerLibraryPath, "/"+shim.LibraryFile),
-	shim.ContainerAccountingDir,
-	"/var" + shim.ContainerAccountingDir,
+	contract.ContainerPreloadPath,
+	contract.ContainerLibraryDir,
+	contract.ContainerAccountingDir,
+	"/var" + contract.ContainerAccountingDir,
 }
 
 // AllowedCapabilities are the capabilities a tenant container may add: the

@@ -15,7 +15,6 @@ import (
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuslice/gpuslice/contract"
-	"github.com/gpuslice/gpuslice/nodeplugin/shim"
 )
 
 // Vendor and class of gpuslice's CDI devices: gpuslice.dev/claim=<claim UID>.
@@ -43,7 +42,7 @@ type Slice struct {
 type Host struct {
 	// ShimLibrary is the host path of the installed, versioned shim library.
 	ShimLibrary string
-	// PreloadFile is a host file holding shim.PreloadFileContent.
+	// PreloadFile is a host file holding contract.PreloadFileContent.
 	PreloadFile string
 	// DriverFiles are the driver's libraries and tools (FindDriverFiles).
 	DriverFiles []DriverFile
@@ -61,17 +60,17 @@ func SpecName(claimUID string) string {
 func Build(s Slice, h Host) (*specs.Spec, error) {
 	edits := specs.ContainerEdits{
 		Env: []string{
-			shim.EnvMemoryLimit + "=" + strconv.FormatUint(s.MemoryBytes, 10),
-			shim.EnvComputeShare + "=" + strconv.Itoa(s.Fraction),
-			shim.EnvAccountingDir + "=" + shim.ContainerAccountingDir,
+			contract.EnvMemoryLimit + "=" + strconv.FormatUint(s.MemoryBytes, 10),
+			contract.EnvComputeShare + "=" + strconv.Itoa(s.Fraction),
+			contract.EnvAccountingDir + "=" + contract.ContainerAccountingDir,
 			EnvGPUUUID + "=" + s.GPUUUID,
 			"CUDA_VISIBLE_DEVICES=" + s.GPUUUID,
 			"NVIDIA_VISIBLE_DEVICES=" + s.GPUUUID,
 		},
 		Mounts: []*specs.Mount{
-			{HostPath: h.ShimLibrary, ContainerPath: shim.ContainerLibraryPath, Options: []string{"ro", "nosuid", "nodev", "bind"}},
-			{HostPath: h.PreloadFile, ContainerPath: shim.ContainerPreloadPath, Options: []string{"ro", "nosuid", "nodev", "bind"}},
-			{HostPath: s.AccountingDir, ContainerPath: shim.ContainerAccountingDir, Options: []string{"rw", "nosuid", "nodev", "noexec", "bind"}},
+			{HostPath: h.ShimLibrary, ContainerPath: contract.ContainerLibraryPath, Options: []string{"ro", "nosuid", "nodev", "bind"}},
+			{HostPath: h.PreloadFile, ContainerPath: contract.ContainerPreloadPath, Options: []string{"ro", "nosuid", "nodev", "bind"}},
+			{HostPath: s.AccountingDir, ContainerPath: contract.ContainerAccountingDir, Options: []string{"rw", "nosuid", "nodev", "noexec", "bind"}},
 		},
 	}
 	for _, path := range []string{fmt.Sprintf("/dev/nvidia%d", s.GPUMinor), "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"} {

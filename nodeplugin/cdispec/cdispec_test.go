@@ -10,8 +10,8 @@ import (
 
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
-	"github.com/gpuslice/gpuslice/nodeplugin/shim"
 )
 
 // fakeDriverRoot lays out a driver root with a real shared object
@@ -107,9 +107,9 @@ func TestSpecContent(t *testing.T) {
 		mounts[m.ContainerPath] = m
 	}
 	for path, host := range map[string]string{
-		shim.ContainerLibraryPath:                "/var/lib/gpuslice/shim/libgpuslice-1a2b.so",
-		shim.ContainerPreloadPath:                "/var/lib/gpuslice/ld.so.preload",
-		shim.ContainerAccountingDir:              "/run/gpuslice/claims/0b6e4c3a-uid",
+		contract.ContainerLibraryPath:            "/var/lib/gpuslice/shim/libgpuslice-1a2b.so",
+		contract.ContainerPreloadPath:            "/var/lib/gpuslice/ld.so.preload",
+		contract.ContainerAccountingDir:          "/run/gpuslice/claims/0b6e4c3a-uid",
 		"/usr/lib/x86_64-linux-gnu/libcuda.so.1": filepath.Join(root, "usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"),
 		"/usr/bin/nvidia-smi":                    filepath.Join(root, "usr/bin/nvidia-smi"),
 	} {
@@ -119,7 +119,7 @@ func TestSpecContent(t *testing.T) {
 			continue
 		}
 		ro := slices.Contains(m.Options, "ro")
-		if ro != (path != shim.ContainerAccountingDir) {
+		if ro != (path != contract.ContainerAccountingDir) {
 			t.Errorf("mount at %s options %v: only the accounting dir may be writable", path, m.Options)
 		}
 	}

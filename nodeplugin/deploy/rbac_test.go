@@ -21,10 +21,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/gpuslice/gpuslice/acctest/cluster"
-	"github.com/gpuslice/gpuslice/acctest/clustertest"
 	"github.com/gpuslice/gpuslice/contract"
 	enginerender "github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/internal/cluster"
+	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
 	"github.com/gpuslice/gpuslice/nodeplugin/kubeletsim"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"

@@ -15,8 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gpuslice/gpuslice/acctest/cluster"
-	"github.com/gpuslice/gpuslice/acctest/clustertest"
+	"github.com/gpuslice/gpuslice/internal/cluster"
+	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
 	"github.com/gpuslice/gpuslice/nodeplugin/kubeletsim"
 )

@@ -15,11 +15,11 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
 	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
 	"github.com/gpuslice/gpuslice/nodeplugin/kubeletsim"
-	"github.com/gpuslice/gpuslice/nodeplugin/shim"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
 )
 
@@ -180,7 +180,7 @@ func assertPreparedOnly(t *testing.T, cfg driver.Config, uid string) {
 	if len(dirs) != 1 || dirs[0].Name() != uid {
 		t.Errorf("accounting root holds %v, want only %s", names(dirs), uid)
 	}
-	if _, err := accounting.ReadFile(filepath.Join(cfg.AccountingRoot, uid, shim.RegionFile)); err != nil {
+	if _, err := accounting.ReadFile(filepath.Join(cfg.AccountingRoot, uid, contract.RegionFile)); err != nil {
 		t.Errorf("accounting region: %v", err)
 	}
 	cp, err := mustCheckpoint(t, cfg.StateDir).Load()

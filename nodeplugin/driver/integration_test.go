@@ -16,11 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
 	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
 	"github.com/gpuslice/gpuslice/nodeplugin/kubeletsim"
-	"github.com/gpuslice/gpuslice/nodeplugin/shim"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
 )
 
@@ -112,14 +112,14 @@ func TestPublishAllocatePrepare(t *testing.T) {
 	}
 	var shimHost string
 	for _, m := range edits.Mounts {
-		if m.ContainerPath == shim.ContainerLibraryPath {
+		if m.ContainerPath == contract.ContainerLibraryPath {
 			shimHost = m.HostPath
 		}
 	}
 	if !strings.HasPrefix(filepath.Base(shimHost), "libgpuslice-") || filepath.Dir(shimHost) != cfg1.ShimDir {
 		t.Errorf("shim mounted from %q, want a versioned file in %s", shimHost, cfg1.ShimDir)
 	}
-	region, err := accounting.ReadFile(filepath.Join(cfg1.AccountingRoot, uid, shim.RegionFile))
+	region, err := accounting.ReadFile(filepath.Join(cfg1.AccountingRoot, uid, contract.RegionFile))
 	if err != nil {
 		t.Fatal(err)
 	}

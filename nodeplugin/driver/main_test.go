@@ -22,10 +22,10 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	"github.com/gpuslice/gpuslice/acctest/cluster"
-	"github.com/gpuslice/gpuslice/acctest/clustertest"
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/internal/cluster"
+	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
 )

@@ -231,7 +231,7 @@ func (p *Plugin) createAccounting(uid string, c checkpoint.Claim, fresh bool) er
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create accounting dir: %w", err)
 	}
-	err := accounting.Create(filepath.Join(dir, shim.RegionFile), c.MemoryBytes, uint32(c.Fraction), false, shim.DefaultComputeWindowMS*time.Millisecond)
+	err := accounting.Create(filepath.Join(dir, contract.RegionFile), c.MemoryBytes, uint32(c.Fraction), false, shim.DefaultComputeWindowMS*time.Millisecond)
 	if err != nil {
 		return fmt.Errorf("create accounting region: %w", err)
 	}

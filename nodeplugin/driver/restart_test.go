@@ -12,9 +12,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
-	"github.com/gpuslice/gpuslice/nodeplugin/shim"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
 )
 
@@ -52,7 +52,7 @@ func restart(t *testing.T, e *env, cfg driver.Config) *prometheus.Registry {
 func TestReboot(t *testing.T) {
 	e := newEnv(t, "reboot-node")
 	cfg, uid := preparedClaim(t, e, "reboot-node")
-	region := filepath.Join(cfg.AccountingRoot, uid, shim.RegionFile)
+	region := filepath.Join(cfg.AccountingRoot, uid, contract.RegionFile)
 	before, err := accounting.ReadFile(region)
 	if err != nil {
 		t.Fatal(err)

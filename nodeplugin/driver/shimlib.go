@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gpuslice/gpuslice/nodeplugin/shim"
+	"github.com/gpuslice/gpuslice/contract"
 )
 
 // installShim copies the shim library into dir under a name carrying its
@@ -38,10 +38,10 @@ func installShim(source, dir string) (string, error) {
 // writePreloadFile writes the ld.so.preload file the CDI specs mount.
 func writePreloadFile(stateDir string) (string, error) {
 	path := filepath.Join(stateDir, "ld.so.preload")
-	if b, err := os.ReadFile(path); err == nil && string(b) == shim.PreloadFileContent {
+	if b, err := os.ReadFile(path); err == nil && string(b) == contract.PreloadFileContent {
 		return path, nil
 	}
-	if err := writeAtomically(path, []byte(shim.PreloadFileContent), 0o644); err != nil {
+	if err := writeAtomically(path, []byte(contract.PreloadFileContent), 0o644); err != nil {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	return path, nil

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gpuslice/gpuslice/nodeplugin/shim"
+	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
 )
 
@@ -45,7 +45,7 @@ func (c ClaimCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c ClaimCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, cl := range c.Claims() {
 		labels := []string{cl.Namespace, cl.Name, cl.UID, cl.GPUUUID}
-		r, err := accounting.ReadFile(filepath.Join(cl.AccountingDir, shim.RegionFile))
+		r, err := accounting.ReadFile(filepath.Join(cl.AccountingDir, contract.RegionFile))
 		failed := 0.0
 		if err != nil {
 			failed = 1

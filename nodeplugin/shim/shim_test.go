@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/internal/shimtest"
@@ -46,17 +47,17 @@ func TestConstantsMatchHeader(t *testing.T) {
 		defs[m[1]] = strings.Trim(strings.TrimSpace(m[2]), `"`)
 	}
 	for name, want := range map[string]string{
-		"GPUSLICE_ENV_MEMORY_LIMIT":          shim.EnvMemoryLimit,
-		"GPUSLICE_ENV_COMPUTE_SHARE":         shim.EnvComputeShare,
-		"GPUSLICE_ENV_ACCOUNTING_DIR":        shim.EnvAccountingDir,
-		"GPUSLICE_ENV_COMPUTE_BURST":         shim.EnvComputeBurst,
-		"GPUSLICE_ENV_COMPUTE_WINDOW_MS":     shim.EnvComputeWindowMS,
-		"GPUSLICE_ENV_CONTEXT_OVERHEAD":      shim.EnvContextOverhead,
-		"GPUSLICE_ENV_DEBUG":                 shim.EnvDebug,
-		"GPUSLICE_CONTAINER_LIBRARY":         shim.ContainerLibraryPath,
-		"GPUSLICE_CONTAINER_PRELOAD":         shim.ContainerPreloadPath,
-		"GPUSLICE_CONTAINER_ACCOUNTING_DIR":  shim.ContainerAccountingDir,
-		"GPUSLICE_REGION_FILE":               shim.RegionFile,
+		"GPUSLICE_ENV_MEMORY_LIMIT":          contract.EnvMemoryLimit,
+		"GPUSLICE_ENV_COMPUTE_SHARE":         contract.EnvComputeShare,
+		"GPUSLICE_ENV_ACCOUNTING_DIR":        contract.EnvAccountingDir,
+		"GPUSLICE_ENV_COMPUTE_BURST":         contract.EnvComputeBurst,
+		"GPUSLICE_ENV_COMPUTE_WINDOW_MS":     contract.EnvComputeWindowMS,
+		"GPUSLICE_ENV_CONTEXT_OVERHEAD":      contract.EnvContextOverhead,
+		"GPUSLICE_ENV_DEBUG":                 contract.EnvDebug,
+		"GPUSLICE_CONTAINER_LIBRARY":         contract.ContainerLibraryPath,
+		"GPUSLICE_CONTAINER_PRELOAD":         contract.ContainerPreloadPath,
+		"GPUSLICE_CONTAINER_ACCOUNTING_DIR":  contract.ContainerAccountingDir,
+		"GPUSLICE_REGION_FILE":               contract.RegionFile,
 		"GPUSLICE_DEFAULT_CONTEXT_OVERHEAD":  strconv.Itoa(shim.DefaultContextOverhead) + "ULL",
 		"GPUSLICE_DEFAULT_COMPUTE_WINDOW_MS": strconv.Itoa(shim.DefaultComputeWindowMS) + "u",
 	} {
@@ -237,7 +238,7 @@ echo "== with the environment"
 %[5]q
 echo "== without it"
 env -u GPUSLICE_MEMORY_LIMIT -u GPUSLICE_ACCOUNTING_DIR -u GPUSLICE_CONTEXT_OVERHEAD %[4]q info
-`, etc, e.AccountingDir, shim.RegionFile, probe, filepath.Join(e.Bin, "gpuslice-smi"))
+`, etc, e.AccountingDir, contract.RegionFile, probe, filepath.Join(e.Bin, "gpuslice-smi"))
 	var out []byte
 	var err error
 	for _, args := range [][]string{{"--mount"}, {"--mount", "--map-root-user"}} {
@@ -536,8 +537,8 @@ func TestConfiguration(t *testing.T) {
 		t.Errorf("8Gi: total %d", got)
 	}
 
-	if _, err := os.Stat(filepath.Join(shim.ContainerAccountingDir, shim.RegionFile)); err == nil {
-		t.Skipf("%s exists on this machine; cannot test an unconfigured process", shim.ContainerAccountingDir)
+	if _, err := os.Stat(filepath.Join(contract.ContainerAccountingDir, contract.RegionFile)); err == nil {
+		t.Skipf("%s exists on this machine; cannot test an unconfigured process", contract.ContainerAccountingDir)
 	}
 	cmd := e.Command(true, "gs_probe", "info")
 	var env []string

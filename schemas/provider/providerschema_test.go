@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gpuslice/gpuslice/internal/testenv"
 	providerschema "github.com/gpuslice/gpuslice/schemas/provider"
 )
 
@@ -33,10 +34,7 @@ func current(t *testing.T) []byte {
 	}
 	tofu := filepath.Join(repoRoot(), "bin", "tofu")
 	if _, err := os.Stat(tofu); err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skipf("%s not built (run make tools)", tofu)
-		}
-		t.Fatalf("%s not built: %v", tofu, err)
+		testenv.Unavailable(t, "%s not built (run make tools)", tofu)
 	}
 	dumpOnce.Do(func() { dumped, dumpErr = providerschema.Dump(context.Background(), repoRoot(), tofu) })
 	if dumpErr != nil {
@@ -75,10 +73,7 @@ func TestDocsCurrent(t *testing.T) {
 	root := repoRoot()
 	tfplugindocs := filepath.Join(root, "bin", "tfplugindocs")
 	if _, err := os.Stat(tfplugindocs); err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skipf("%s not built (run make tools)", tfplugindocs)
-		}
-		t.Fatal(err)
+		testenv.Unavailable(t, "%s not built (run make tools)", tfplugindocs)
 	}
 	tmp := t.TempDir()
 	for _, dir := range []string{"examples", "templates"} {

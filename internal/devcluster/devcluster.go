@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpuslice/gpuslice/acctest/cluster"
+	"github.com/gpuslice/gpuslice/internal/cluster"
 )
 
 // State is what a running server records in <dir>/state.json.

@@ -2,7 +2,7 @@
 // readable test output with a pass/fail summary, staticcheck for lint,
 // tfplugindocs for the provider docs.
 // Build with `make tools`.
-module github.com/gpuslice/gpuslice/acctest/tools/devtools
+module github.com/gpuslice/gpuslice/tools/devtools
 
 go 1.26.0
 

@@ -2,7 +2,7 @@
 // builds against its own fork of hcl/v2; the replace line is copied from its
 // go.mod because a dependent module must carry it itself. Build with
 // `make tools`.
-module github.com/gpuslice/gpuslice/acctest/tools/opentofu
+module github.com/gpuslice/gpuslice/tools/opentofu
 
 go 1.26.6
 

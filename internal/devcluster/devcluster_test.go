@@ -17,17 +17,22 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gpuslice/gpuslice/acctest/clustertest"
-	"github.com/gpuslice/gpuslice/acctest/devcluster"
+	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+	"github.com/gpuslice/gpuslice/internal/devcluster"
 )
 
 // TestUpEnvDown drives the real `gpuslice dev` commands as a person would
 // and checks nothing is left running afterwards.
 func TestUpEnvDown(t *testing.T) {
 	clustertest.RequireTools(t)
-	gpuslice := filepath.Join(t.TempDir(), "gpuslice")
-	if out, err := exec.Command("go", "build", "-o", gpuslice, "github.com/gpuslice/gpuslice/cmd/gpuslice").CombinedOutput(); err != nil {
-		t.Fatalf("build gpuslice: %v\n%s", err, out)
+	// Both commands as `make build` puts them: `gpuslice dev` runs the
+	// gpuslice-dev beside it.
+	binDir := t.TempDir()
+	gpuslice := filepath.Join(binDir, "gpuslice")
+	for _, cmd := range []string{"gpuslice", "gpuslice-dev"} {
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, cmd), "github.com/gpuslice/gpuslice/cmd/"+cmd).CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", cmd, err, out)
+		}
 	}
 	dir := filepath.Join(t.TempDir(), "dev")
 	run := func(args ...string) (string, error) {

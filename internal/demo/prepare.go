@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -12,7 +12,8 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
-	"github.com/gpuslice/gpuslice/acctest/devcluster"
+	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/internal/devcluster"
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
 	"github.com/gpuslice/gpuslice/nodeplugin/kubeletsim"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim"
@@ -85,13 +86,13 @@ func nvidiaSMI(binDir string, spec *specs.Spec, work string) (string, error) {
 		"LD_LIBRARY_PATH=" + filepath.Join(binDir, "shim", "fake"),
 		"FAKEGPU_STATE=" + filepath.Join(work, "fakegpu")}
 	for _, e := range edits.Env {
-		if !strings.HasPrefix(e, shim.EnvAccountingDir+"=") {
+		if !strings.HasPrefix(e, contract.EnvAccountingDir+"=") {
 			env = append(env, e)
 		}
 	}
 	for _, m := range edits.Mounts {
-		if m.ContainerPath == shim.ContainerAccountingDir {
-			env = append(env, shim.EnvAccountingDir+"="+m.HostPath)
+		if m.ContainerPath == contract.ContainerAccountingDir {
+			env = append(env, contract.EnvAccountingDir+"="+m.HostPath)
 		}
 	}
 	cmd := exec.Command(filepath.Join(binDir, "shim", "gpuslice-smi"))

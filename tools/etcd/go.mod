@@ -1,7 +1,7 @@
 // Pins the etcd server the local test cluster runs. etcd's server module
 // replaces its sibling modules with local paths; the replace lines below map
 // them to the published release of the same version. Build with `make tools`.
-module github.com/gpuslice/gpuslice/acctest/tools/etcd
+module github.com/gpuslice/gpuslice/tools/etcd
 
 go 1.26.0
 

@@ -9,7 +9,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/gpuslice/gpuslice/acctest/cluster"
+	"github.com/gpuslice/gpuslice/internal/cluster"
+	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
 // Start starts a control plane for tb and stops it when tb ends, printing
@@ -40,10 +41,7 @@ func RequireTools(tb testing.TB) {
 		tb.Skip("needs the local control plane; run without -short")
 	}
 	if err := toolsBuilt(); err != nil {
-		if os.Getenv("CI") == "" {
-			tb.Skip(err)
-		}
-		tb.Fatal(err)
+		testenv.Unavailable(tb, "%v", err)
 	}
 }
 
@@ -66,8 +64,8 @@ func Main(m *testing.M, opts cluster.Options, setup func(*cluster.Cluster) error
 	if testing.Short() {
 		return m.Run()
 	}
-	if err := toolsBuilt(); err != nil && os.Getenv("CI") == "" {
-		skipReason = err.Error()
+	if err := toolsBuilt(); err != nil {
+		skipReason = testenv.UnavailableReason("%v", err)
 		return m.Run()
 	}
 	c, err := cluster.Start(context.Background(), opts)

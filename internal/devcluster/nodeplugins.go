@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/gpuslice/gpuslice/acctest/cluster"
 	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"

@@ -8,7 +8,7 @@ import (
 )
 
 // Binaries the control plane runs. They are built from pinned Go modules by
-// `make tools` (acctest/tools/build.sh) into the repository's bin/ folder.
+// `make tools` (tools/build.sh) into the repository's bin/ folder.
 const (
 	Etcd                  = "etcd"
 	KubeAPIServer         = "kube-apiserver"
@@ -33,7 +33,7 @@ func FindBinDir() string {
 	}
 	if wd, err := os.Getwd(); err == nil {
 		for dir := wd; ; dir = filepath.Dir(dir) {
-			if fileExists(filepath.Join(dir, "go.mod")) && fileExists(filepath.Join(dir, "acctest", "tools", "build.sh")) {
+			if fileExists(filepath.Join(dir, "go.mod")) && fileExists(filepath.Join(dir, "tools", "build.sh")) {
 				return filepath.Join(dir, "bin")
 			}
 			if parent := filepath.Dir(dir); parent == dir {

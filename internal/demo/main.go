@@ -1,14 +1,13 @@
-// Command demo tells the gpuslice story on the running dev cluster
+// Package demo tells the gpuslice story on the running dev cluster
 // (`gpuslice dev up`, two simulated nodes with one V100-PCIE-32GB each and
 // the node plugin in simulation mode): the quickstart applied with OpenTofu,
 // what it made in the cluster, what the node plugin prepared for the claim,
 // what nvidia-smi shows inside, a mistake caught at plan, and a workload
-// waiting for a free slice. `make demo` runs it.
-package main
+// waiting for a free slice. `make demo` runs it through `gpuslice-dev demo`.
+package demo
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,8 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gpuslice/gpuslice/acctest/cluster"
-	"github.com/gpuslice/gpuslice/acctest/devcluster"
+	"github.com/gpuslice/gpuslice/internal/cluster"
+	"github.com/gpuslice/gpuslice/internal/devcluster"
 )
 
 type demo struct {
@@ -31,16 +30,22 @@ type demo struct {
 	client                  kubernetes.Interface
 }
 
-func main() {
-	d := &demo{}
-	flag.StringVar(&d.dir, "dir", devcluster.DefaultDir(), "directory of the running dev cluster")
-	flag.StringVar(&d.binDir, "bin", "bin", "directory of the built tools (tofu, gpuslice, shim/)")
-	tfConfig := flag.String("tf-cli-config", "", "OpenTofu CLI configuration naming the local provider mirror (make install writes it)")
-	flag.Parse()
-	if err := d.run(context.Background(), *tfConfig); err != nil {
-		fmt.Fprintln(os.Stderr, "\ndemo failed:", err)
-		os.Exit(1)
+// Options say where the dev cluster, the built tools and the repository's
+// examples are.
+type Options struct {
+	Dir         string // the running dev cluster's directory
+	BinDir      string // the built tools: tofu, gpuslice, shim/
+	Repo        string // the repository root, for its examples
+	TFCLIConfig string // OpenTofu CLI configuration naming the local provider mirror
+}
+
+// Run tells the story on the running dev cluster in opts.Dir.
+func Run(ctx context.Context, opts Options) error {
+	d := &demo{dir: opts.Dir, binDir: opts.BinDir, repo: opts.Repo}
+	if err := d.run(ctx, opts.TFCLIConfig); err != nil {
+		return fmt.Errorf("demo failed: %w", err)
 	}
+	return nil
 }
 
 func (d *demo) run(ctx context.Context, tfConfig string) error {
@@ -58,7 +63,6 @@ func (d *demo) run(ctx context.Context, tfConfig string) error {
 	if d.binDir, err = filepath.Abs(d.binDir); err != nil {
 		return err
 	}
-	d.repo, _ = os.Getwd()
 	// The examples are copied so OpenTofu's state and lock file stay out of
 	// the repository.
 	d.work = filepath.Join(d.dir, "work")
@@ -138,7 +142,7 @@ func (d *demo) run(ctx context.Context, tfConfig string) error {
 	fmt.Printf("     (tofu plan exited non-zero, as it should: nothing was changed)\n")
 
 	step(9, "Two whole-GPU trainers for team-b, applied with the gpuslice CLI: one gets the free GPU, one waits")
-	waiting := filepath.Join("acctest", "demo", "waiting")
+	waiting := filepath.Join("internal", "demo", "waiting")
 	if err := d.cmd(d.repo, "gpuslice", "apply", waiting, "-stack", "demo-waiting", "-auto-approve"); err != nil {
 		return err
 	}

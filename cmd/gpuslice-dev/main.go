@@ -1,0 +1,138 @@
+// Command gpuslice-dev runs a local Kubernetes cluster for trying and
+// showing gpuslice: the control plane built from pinned Go modules, nodes
+// with the node plugin, and the narrated demo. It is a command of its own so
+// that the gpuslice CLI users install carries none of it; `gpuslice dev …`
+// runs this command.
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuslice/gpuslice/internal/cluster"
+	"github.com/gpuslice/gpuslice/internal/demo"
+	"github.com/gpuslice/gpuslice/internal/devcluster"
+)
+
+func main() {
+	if err := newDevCommand().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(1)
+	}
+}
+
+func newDevCommand() *cobra.Command {
+	var dir, binDir string
+	dev := &cobra.Command{
+		Use:           "gpuslice-dev",
+		Short:         "Run a local Kubernetes cluster for trying gpuslice (etcd, kube-apiserver, scheduler, controller-manager; nodes with the node plugin)",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			// The printed KUBECONFIG must work from any directory.
+			abs, err := filepath.Abs(dir)
+			dir = abs
+			return err
+		},
+	}
+	dev.PersistentFlags().StringVar(&dir, "dir", devcluster.DefaultDir(), "directory holding the dev cluster's state, logs and kubeconfig")
+	dev.PersistentFlags().StringVar(&binDir, "bin-dir", "", "directory holding etcd and the kube-* binaries (default: the repository's bin/, built by `make tools`)")
+
+	var nodes int
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Start the dev cluster in the background (no-op when it is running) and print its KUBECONFIG",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if binDir == "" {
+				binDir = cluster.FindBinDir()
+			}
+			started := time.Now()
+			s, fresh, err := devcluster.Up(cmd.Context(), devcluster.UpOptions{
+				Dir: dir, BinDir: binDir, Nodes: nodes, ServeArgs: []string{"serve"},
+			})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if fresh {
+				fmt.Fprintf(out, "# dev cluster started in %s (control plane %d ms), nodes %v\n",
+					time.Since(started).Round(100*time.Millisecond), s.StartupMS, s.Nodes)
+			} else {
+				fmt.Fprintf(out, "# dev cluster already running (pid %d), nodes %v\n", s.PID, s.Nodes)
+			}
+			fmt.Fprintf(out, "export KUBECONFIG=%s\n", s.Kubeconfig)
+			return nil
+		},
+	}
+	up.Flags().IntVar(&nodes, "nodes", 2, "number of simulated nodes to register")
+
+	serve := &cobra.Command{
+		Use:    "serve",
+		Short:  "Run the dev cluster in the foreground (what `dev up` starts in the background)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if binDir == "" {
+				binDir = cluster.FindBinDir()
+			}
+			return devcluster.Serve(dir, binDir, nodes)
+		},
+	}
+	serve.Flags().IntVar(&nodes, "nodes", 2, "number of simulated nodes to register")
+
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Stop the dev cluster and every process it started",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			stopped, err := devcluster.Down(dir, 30*time.Second)
+			if err != nil {
+				return err
+			}
+			if stopped {
+				fmt.Fprintln(cmd.OutOrStdout(), "dev cluster stopped")
+			} else {
+				fmt.Fprintln(cmd.OutOrStdout(), "no dev cluster was running")
+			}
+			return nil
+		},
+	}
+
+	env := &cobra.Command{
+		Use:   "env",
+		Short: "Print the KUBECONFIG line for the running dev cluster (eval \"$(gpuslice dev env)\")",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := devcluster.Running(dir)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "export KUBECONFIG=%s\n", s.Kubeconfig)
+			return nil
+		},
+	}
+	var tfCLIConfig string
+	demoCmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Tell the gpuslice story on the running dev cluster (what `make demo` shows)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if binDir == "" {
+				binDir = cluster.FindBinDir()
+			}
+			repo, err := os.Getwd()
+			if err != nil {
+				return err
+			}
+			return demo.Run(cmd.Context(), demo.Options{Dir: dir, BinDir: binDir, Repo: repo, TFCLIConfig: tfCLIConfig})
+		},
+	}
+	demoCmd.Flags().StringVar(&tfCLIConfig, "tf-cli-config", "", "OpenTofu CLI configuration naming the local provider mirror (make install writes it)")
+	dev.AddCommand(up, serve, down, env, demoCmd)
+	return dev
+}

@@ -1,0 +1,54 @@
+package contract
+
+// The in-container enforcement library (libgpuslice.so, built from
+// nodeplugin/shim) is configured by the node plugin through these
+// environment variables and container paths, and the engine's admission
+// policies keep tenants from overriding or mounting over them. The C header
+// nodeplugin/shim/include/gpuslice.h carries the same names; a test in
+// nodeplugin/shim keeps the two in step.
+
+// Environment variables the library reads, set in each claim's CDI spec.
+const (
+	// EnvMemoryLimit is the claim's device-memory budget in bytes (decimal;
+	// Ki, Mi, Gi suffixes are accepted). Required unless the region exists.
+	EnvMemoryLimit = "GPUSLICE_MEMORY_LIMIT"
+	// EnvComputeShare is the claim's share of the GPU's compute time in
+	// percent, 1 to 100; 100 or unset turns launch pacing off.
+	EnvComputeShare = "GPUSLICE_COMPUTE_SHARE"
+	// EnvAccountingDir is the directory holding RegionFile, shared by every
+	// container of the claim. Default: ContainerAccountingDir.
+	EnvAccountingDir = "GPUSLICE_ACCOUNTING_DIR"
+	// EnvComputeBurst, "1", lets the claim use GPU time other processes leave
+	// idle. Default "0": paced to its share even when alone on the GPU.
+	EnvComputeBurst = "GPUSLICE_COMPUTE_BURST"
+	// EnvComputeWindowMS is the pacing window in milliseconds: an idle claim
+	// may run share% of one window back to back before pacing starts.
+	EnvComputeWindowMS = "GPUSLICE_COMPUTE_WINDOW_MS"
+	// EnvContextOverhead is the device memory charged for each CUDA context,
+	// in bytes.
+	EnvContextOverhead = "GPUSLICE_CONTEXT_OVERHEAD"
+	// EnvDebug, "1", logs the library's decisions on stderr.
+	EnvDebug = "GPUSLICE_DEBUG"
+)
+
+// Fixed paths inside a claim's containers.
+const (
+	// ContainerLibraryDir holds the library; nothing may be mounted over it.
+	ContainerLibraryDir = "/usr/local/lib/gpuslice"
+	// ContainerLibraryPath is where the node plugin mounts the library. Ship
+	// a new version under a new host file (or write, then rename): replacing a
+	// mapped library in place breaks the processes that use it.
+	ContainerLibraryPath = ContainerLibraryDir + "/libgpuslice.so"
+	// ContainerPreloadPath holds one line, ContainerLibraryPath, so that every
+	// process in the container loads the library.
+	ContainerPreloadPath = "/etc/ld.so.preload"
+	// ContainerAccountingDir is where the claim's accounting directory is
+	// mounted; the library falls back to it when EnvAccountingDir is missing
+	// (an ssh or su session that dropped the environment).
+	ContainerAccountingDir = "/run/gpuslice"
+	// RegionFile is the accounting region's file name in that directory.
+	RegionFile = "gpuslice.region"
+)
+
+// PreloadFileContent is what ContainerPreloadPath must contain.
+const PreloadFileContent = ContainerLibraryPath + "\n"
