@@ -15,6 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/gpuslice/gpuslice/nodeplugin/internal/atomicfile"
 )
 
 // State of a claim in the checkpoint.
@@ -152,38 +154,12 @@ func (f *File) write(cp *Checkpoint, durable bool) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(f.path)
-	tmp, err := os.CreateTemp(dir, Name+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("write checkpoint: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(out); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write checkpoint: %w", err)
-	}
+	write := atomicfile.WriteNoSync
 	if durable {
-		if err := tmp.Sync(); err != nil {
-			tmp.Close()
-			return fmt.Errorf("sync checkpoint: %w", err)
-		}
+		write = atomicfile.Write
 	}
-	if err := tmp.Close(); err != nil {
+	if err := write(f.path, out, 0o600); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), f.path); err != nil {
-		return fmt.Errorf("replace checkpoint: %w", err)
-	}
-	if !durable {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync checkpoint dir: %w", err)
 	}
 	return nil
 }
