@@ -25,8 +25,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
+	"github.com/gpuslice/gpuslice/nodeplugin/publish"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
-	"github.com/gpuslice/gpuslice/nodeplugin/slices"
 )
 
 func main() {
@@ -80,7 +80,7 @@ func run(ctx context.Context, o options) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	var err error
-	if o.cfg.Fractions, err = slices.ParseFractions(o.fractions); err != nil {
+	if o.cfg.Fractions, err = publish.ParseFractions(o.fractions); err != nil {
 		return fmt.Errorf("--fractions: %w", err)
 	}
 	rc, err := restConfig(o.kubeconfig)

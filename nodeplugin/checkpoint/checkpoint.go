@@ -5,6 +5,11 @@
 // the node rebooted. The file is written atomically (temporary file, fsync,
 // rename, fsync of the directory) and carries a checksum, so a torn or
 // damaged file is detected instead of trusted.
+//
+// The file format is versioned (Version): Load reads the current format and
+// every older one, converting, and refuses a format it does not know (a
+// newer plugin's) without touching the file, so a rollback of the plugin
+// never discards the record of what a newer version prepared.
 package checkpoint
 
 import (
@@ -15,6 +20,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/gpuslice/gpuslice/nodeplugin/internal/atomicfile"
 )
 
 // State of a claim in the checkpoint.
@@ -44,25 +51,68 @@ type Claim struct {
 	PodUIDs []string `json:"podUIDs,omitempty"`
 }
 
-// Checkpoint is the plugin's whole record.
+// Checkpoint is the plugin's whole record, as the plugin uses it; on disk it
+// is one of the versioned formats below.
 type Checkpoint struct {
-	BootID string           `json:"bootID"`
-	Claims map[string]Claim `json:"claims"` // by claim UID
+	BootID string
+	Claims map[string]Claim // by claim UID
 }
 
 // New returns an empty checkpoint for a boot.
 func New(bootID string) *Checkpoint { return &Checkpoint{BootID: bootID, Claims: map[string]Claim{}} }
 
-// envelope is the file: the checkpoint's JSON and its CRC-32C.
-type envelope struct {
-	Checksum uint32          `json:"checksum"`
-	Data     json.RawMessage `json:"data"`
+// Version is the file format Save and Stage write.
+const Version = "v1"
+
+// fileV1 is the file in format v1. The version stays outside the checksummed
+// data so that a reader can tell a format it cannot check from a damaged
+// file; a damaged version string reads as an unknown format, which is
+// refused with the file kept: the safe side.
+type fileV1 struct {
+	Version  string          `json:"version"`
+	Checksum uint32          `json:"checksum"` // CRC-32C of Data
+	Data     json.RawMessage `json:"data"`     // a checkpointV1
 }
+
+// checkpointV1 is the data of format v1. Claim's JSON is part of it: a
+// change an older reader would misread needs a new version.
+type checkpointV1 struct {
+	BootID string           `json:"bootID"`
+	Claims map[string]Claim `json:"claims"`
+}
+
+// fileV0 is the unversioned file of the first releases: the same
+// checksummed data as v1, without the version.
+type fileV0 struct {
+	Checksum uint32          `json:"checksum"`
+	Data     json.RawMessage `json:"data"` // a checkpointV0
+}
+
+type checkpointV0 struct {
+	BootID string           `json:"bootID"`
+	Claims map[string]Claim `json:"claims"`
+}
+
+func fromV0(c checkpointV0) checkpointV1 { return checkpointV1(c) }
+
+func fromV1(c checkpointV1) *Checkpoint {
+	cp := New(c.BootID)
+	for uid, claim := range c.Claims {
+		cp.Claims[uid] = claim
+	}
+	return cp
+}
+
+func toV1(cp *Checkpoint) checkpointV1 { return checkpointV1{BootID: cp.BootID, Claims: cp.Claims} }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // ErrCorrupt marks a checkpoint file that exists but cannot be trusted.
 var ErrCorrupt = errors.New("checkpoint is corrupt")
+
+// ErrUnsupportedVersion marks a checkpoint file in a format this package
+// does not know, written by a newer node plugin.
+var ErrUnsupportedVersion = errors.New("checkpoint format not supported")
 
 // File is a checkpoint on disk with its lock file beside it.
 type File struct {
@@ -104,8 +154,10 @@ func (f *File) Lock() (func(), error) {
 	return func() { lf.Close() }, nil // closing drops the lock
 }
 
-// Load reads the checkpoint. A missing file is an empty checkpoint with no
-// boot ID; a damaged one is an error wrapping ErrCorrupt.
+// Load reads the checkpoint in any format this package knows. A missing
+// file is an empty checkpoint with no boot ID; a damaged one is an error
+// wrapping ErrCorrupt; one in an unknown format an error wrapping
+// ErrUnsupportedVersion (the file is left as it is).
 func (f *File) Load() (*Checkpoint, error) {
 	data, err := os.ReadFile(f.path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -114,21 +166,59 @@ func (f *File) Load() (*Checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint: %w", err)
 	}
-	var env envelope
-	if err := json.Unmarshal(data, &env); err != nil {
+	// raw: a newer format may not spell its version as a string
+	var head struct {
+		Version json.RawMessage `json:"version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, f.path, err)
 	}
-	if sum := crc32.Checksum(env.Data, crcTable); sum != env.Checksum {
-		return nil, fmt.Errorf("%w: %s: checksum %08x, content sums to %08x", ErrCorrupt, f.path, env.Checksum, sum)
+	var version string
+	if head.Version != nil && json.Unmarshal(head.Version, &version) != nil {
+		version = string(head.Version)
 	}
-	cp := New("")
-	if err := json.Unmarshal(env.Data, cp); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, f.path, err)
+	var v1 checkpointV1
+	switch version {
+	case "":
+		var file fileV0
+		var v0 checkpointV0
+		if err := f.unmarshal(data, &file); err != nil {
+			return nil, err
+		}
+		if err := f.open(file.Checksum, file.Data, &v0); err != nil {
+			return nil, err
+		}
+		v1 = fromV0(v0)
+	case Version:
+		var file fileV1
+		if err := f.unmarshal(data, &file); err != nil {
+			return nil, err
+		}
+		if err := f.open(file.Checksum, file.Data, &v1); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("%w: %s is in format %q, and this node plugin reads formats up to %q: it was written by a "+
+			"newer gpuslice node plugin; run that version (or a newer one) again, or, once no pod on this node uses a GPU "+
+			"slice, move the file away so that this version starts with an empty checkpoint",
+			ErrUnsupportedVersion, f.path, version, Version)
 	}
-	if cp.Claims == nil {
-		cp.Claims = map[string]Claim{}
+	return fromV1(v1), nil
+}
+
+func (f *File) unmarshal(data []byte, out any) error {
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, f.path, err)
 	}
-	return cp, nil
+	return nil
+}
+
+// open checks payload against its checksum and unmarshals it into out.
+func (f *File) open(checksum uint32, payload json.RawMessage, out any) error {
+	if sum := crc32.Checksum(payload, crcTable); sum != checksum {
+		return fmt.Errorf("%w: %s: checksum %08x, content sums to %08x", ErrCorrupt, f.path, checksum, sum)
+	}
+	return f.unmarshal(payload, out)
 }
 
 // Save writes cp atomically and durably: readers see the old or the new
@@ -144,46 +234,20 @@ func (f *File) Save(cp *Checkpoint) error { return f.write(cp, true) }
 func (f *File) Stage(cp *Checkpoint) error { return f.write(cp, false) }
 
 func (f *File) write(cp *Checkpoint, durable bool) error {
-	data, err := json.Marshal(cp)
+	data, err := json.Marshal(toV1(cp))
 	if err != nil {
-		return err
+		return fmt.Errorf("encode checkpoint: %w", err)
 	}
-	out, err := json.Marshal(envelope{Checksum: crc32.Checksum(data, crcTable), Data: data})
+	out, err := json.Marshal(fileV1{Version: Version, Checksum: crc32.Checksum(data, crcTable), Data: data})
 	if err != nil {
-		return err
+		return fmt.Errorf("encode checkpoint: %w", err)
 	}
-	dir := filepath.Dir(f.path)
-	tmp, err := os.CreateTemp(dir, Name+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("write checkpoint: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(out); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write checkpoint: %w", err)
-	}
+	write := atomicfile.WriteNoSync
 	if durable {
-		if err := tmp.Sync(); err != nil {
-			tmp.Close()
-			return fmt.Errorf("sync checkpoint: %w", err)
-		}
+		write = atomicfile.Write
 	}
-	if err := tmp.Close(); err != nil {
+	if err := write(f.path, out, 0o600); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), f.path); err != nil {
-		return fmt.Errorf("replace checkpoint: %w", err)
-	}
-	if !durable {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync checkpoint dir: %w", err)
 	}
 	return nil
 }

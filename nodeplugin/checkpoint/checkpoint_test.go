@@ -1,10 +1,13 @@
 package checkpoint_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,6 +42,9 @@ func TestSaveLoad(t *testing.T) {
 	}
 	if got.BootID != "boot-1" || !reflect.DeepEqual(got.Claims["uid-1"], cp.Claims["uid-1"]) || got.Claims["uid-2"].State != checkpoint.PrepareCompleted {
 		t.Fatalf("loaded %+v, saved %+v", got, cp)
+	}
+	if v := fileVersion(t, f.Path()); v != checkpoint.Version {
+		t.Errorf("file written in format %q, want %q", v, checkpoint.Version)
 	}
 	entries, _ := os.ReadDir(filepath.Dir(f.Path()))
 	for _, e := range entries {
@@ -109,5 +115,79 @@ func TestReadBootID(t *testing.T) {
 	}
 	if id, err := checkpoint.ReadBootID(checkpoint.DefaultBootIDFile); err != nil || len(id) != 36 {
 		t.Errorf("the kernel's boot ID: %q, %v", id, err)
+	}
+}
+
+func fileVersion(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var head struct {
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		t.Fatal(err)
+	}
+	return head.Version
+}
+
+// TestReadsUnversionedFormat: a file the first releases wrote (no version;
+// testdata/checkpoint-v0.json was written by that code) loads as it was
+// saved, and the next save writes the current format.
+func TestReadsUnversionedFormat(t *testing.T) {
+	old, err := os.ReadFile(filepath.Join("testdata", "checkpoint-v0.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := checkpoint.Open(t.TempDir())
+	if err := os.WriteFile(f.Path(), old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := checkpoint.New("boot-1")
+	want.Claims["uid-1"] = checkpoint.Claim{
+		State: checkpoint.PrepareCompleted, Namespace: "team-a", Name: "llm", Request: "gpu", Pool: "node-a",
+		Device: "gpu-0-25pct-1", GPUUUID: "GPU-1", Fraction: 25, MemoryBytes: 8 << 30, PodUIDs: []string{"pod-1"},
+	}
+	got, err := f.Load()
+	if err != nil {
+		t.Fatalf("Load of an unversioned checkpoint: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("loaded %+v, want %+v", got, want)
+	}
+	if err := f.Save(got); err != nil {
+		t.Fatal(err)
+	}
+	if v := fileVersion(t, f.Path()); v != checkpoint.Version {
+		t.Errorf("saved in format %q, want %q", v, checkpoint.Version)
+	}
+	if again, err := f.Load(); err != nil || !reflect.DeepEqual(again, want) {
+		t.Errorf("after conversion loaded %+v, %v; want %+v", again, err, want)
+	}
+}
+
+// TestUnknownVersionRefused: a file in a format newer than this package
+// reads is refused with ErrUnsupportedVersion, not taken for a corrupt one
+// (which the plugin would replace), and stays byte for byte as it was.
+func TestUnknownVersionRefused(t *testing.T) {
+	f, _ := checkpoint.Open(t.TempDir())
+	for name, content := range map[string]string{
+		"string version": `{"version":"v2","checksum":1,"data":{"bootID":"boot-9","claims":{},"newField":true}}`,
+		"number version": `{"version":2,"payload":"anything"}`,
+	} {
+		if err := os.WriteFile(f.Path(), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := f.Load()
+		if !errors.Is(err, checkpoint.ErrUnsupportedVersion) || errors.Is(err, checkpoint.ErrCorrupt) {
+			t.Errorf("%s: Load returned %v, want ErrUnsupportedVersion only", name, err)
+		} else if msg := err.Error(); !strings.Contains(msg, "newer gpuslice node plugin") || !strings.Contains(msg, f.Path()) {
+			t.Errorf("%s: the error does not say what happened and what to do: %s", name, msg)
+		}
+		if after, _ := os.ReadFile(f.Path()); !bytes.Equal(after, []byte(content)) {
+			t.Errorf("%s: the file changed: %s", name, after)
+		}
 	}
 }

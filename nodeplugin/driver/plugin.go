@@ -18,7 +18,7 @@ import (
 	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
 	"github.com/gpuslice/gpuslice/nodeplugin/discovery"
 	"github.com/gpuslice/gpuslice/nodeplugin/metrics"
-	"github.com/gpuslice/gpuslice/nodeplugin/slices"
+	"github.com/gpuslice/gpuslice/nodeplugin/publish"
 )
 
 // Plugin is a running node plugin.
@@ -28,7 +28,7 @@ type Plugin struct {
 	log     klog.Logger
 	helper  *kubeletplugin.Helper
 	gpus    []discovery.GPU
-	devices map[string]slices.Device
+	devices map[string]publish.Device
 	cdi     *cdispec.Writer
 	host    cdispec.Host
 	ckpt    *checkpoint.File
@@ -68,8 +68,8 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 	}
 	p.gpus = found.GPUs
 	p.metrics.GPUsPublished.Set(float64(len(p.gpus)))
-	p.devices = map[string]slices.Device{}
-	for _, d := range slices.Devices(p.gpus, cfg.Fractions) {
+	p.devices = map[string]publish.Device{}
+	for _, d := range publish.Devices(p.gpus, cfg.Fractions) {
 		p.devices[d.Name] = d
 	}
 	reg.MustRegister(metrics.ClaimCollector{Claims: p.claimsForMetrics}, metrics.GPUCollector{NVML: cfg.NVML, GPUs: p.gpus, Hostname: cfg.NodeName},
@@ -78,7 +78,7 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 	if err := p.setUpHost(); err != nil {
 		return nil, err
 	}
-	if err := p.recover(ctx); err != nil {
+	if err := p.reconcileWithCheckpoint(ctx); err != nil {
 		return nil, err
 	}
 
@@ -100,7 +100,7 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 		return nil, fmt.Errorf("start the kubelet plugin service: %w", err)
 	}
 	p.helper = helper
-	if err := helper.PublishResources(ctx, slices.Build(cfg.NodeName, p.gpus, cfg.Fractions)); err != nil {
+	if err := helper.PublishResources(ctx, publish.Build(cfg.NodeName, p.gpus, cfg.Fractions)); err != nil {
 		helper.Stop()
 		return nil, fmt.Errorf("publish ResourceSlices: %w", err)
 	}
@@ -209,7 +209,7 @@ func (p *Plugin) health() kubeletplugin.DeviceHealthReport {
 		}
 	}
 	var r kubeletplugin.DeviceHealthReport
-	for _, d := range slices.Devices(p.gpus, p.cfg.Fractions) {
+	for _, d := range publish.Devices(p.gpus, p.cfg.Fractions) {
 		r.Devices = append(r.Devices, kubeletplugin.DeviceHealth{
 			PoolName: p.cfg.NodeName, DeviceName: d.Name, Health: status[d.GPU.UUID], Message: message[d.GPU.UUID], LastUpdated: now,
 		})
@@ -217,7 +217,9 @@ func (p *Plugin) health() kubeletplugin.DeviceHealthReport {
 	return r
 }
 
-func (p *Plugin) step(s Step) {
+// notifyAfterStep calls Config.AfterStep, if set, once a step has changed
+// the node (the crash tests kill the process there).
+func (p *Plugin) notifyAfterStep(s Step) {
 	if p.cfg.AfterStep != nil {
 		p.cfg.AfterStep(s)
 	}
@@ -236,8 +238,8 @@ func (p *Plugin) claimsForMetrics() []metrics.Claim {
 	return out
 }
 
-// remember publishes a saved checkpoint's claims to the metrics.
-func (p *Plugin) remember(cp *checkpoint.Checkpoint) {
+// updateClaimMetrics publishes a saved checkpoint's claims to the metrics.
+func (p *Plugin) updateClaimMetrics(cp *checkpoint.Checkpoint) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.prepared = map[string]checkpoint.Claim{}

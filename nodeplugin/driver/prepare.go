@@ -33,7 +33,7 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		return nil, err
 	}
 	defer unlock()
-	cp, err := p.load(ctx)
+	cp, err := p.loadOrRebuildCheckpoint(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	podsChanged := false
 	for _, claim := range claims {
 		uid := string(claim.UID)
-		entry, err := p.plan(claim)
+		entry, err := p.checkpointEntry(claim)
 		if err != nil {
 			fail(uid, err)
 			continue
@@ -79,16 +79,16 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	}
 	if len(todo) == 0 {
 		if podsChanged {
-			if err := p.save(cp); err != nil {
+			if err := p.saveCheckpoint(cp); err != nil {
 				return nil, err
 			}
 		}
 		return results, nil
 	}
-	if err := p.stage(cp); err != nil {
+	if err := p.stageCheckpoint(cp); err != nil {
 		return nil, err
 	}
-	p.step(StepCheckpointStarted)
+	p.notifyAfterStep(StepCheckpointStarted)
 	for _, uid := range todo {
 		if err := p.carryOut(cp, uid); err != nil {
 			fail(uid, err)
@@ -96,10 +96,10 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		}
 		results[types.UID(uid)] = p.result(uid, cp.Claims[uid])
 	}
-	if err := p.save(cp); err != nil {
+	if err := p.saveCheckpoint(cp); err != nil {
 		return nil, err
 	}
-	p.step(StepCheckpointCompleted)
+	p.notifyAfterStep(StepCheckpointCompleted)
 	done := map[string]checkpoint.Claim{}
 	for _, uid := range todo {
 		if c, ok := cp.Claims[uid]; ok {
@@ -135,7 +135,7 @@ func (p *Plugin) carryOut(cp *checkpoint.Checkpoint, uid string) error {
 	entry := cp.Claims[uid]
 	err := p.createAccounting(uid, entry, false)
 	if err == nil {
-		p.step(StepAccountingCreated)
+		p.notifyAfterStep(StepAccountingCreated)
 		err = p.writeSpec(uid, entry)
 	}
 	if err != nil {
@@ -146,14 +146,15 @@ func (p *Plugin) carryOut(cp *checkpoint.Checkpoint, uid string) error {
 		delete(cp.Claims, uid)
 		return err
 	}
-	p.step(StepSpecWritten)
+	p.notifyAfterStep(StepSpecWritten)
 	entry.State = checkpoint.PrepareCompleted
 	cp.Claims[uid] = entry
 	return nil
 }
 
-// plan checks a claim's allocation and returns its checkpoint entry.
-func (p *Plugin) plan(claim *resourceapi.ResourceClaim) (checkpoint.Claim, error) {
+// checkpointEntry checks a claim's allocation (one device of this driver,
+// offered by this node) and returns the claim's checkpoint entry.
+func (p *Plugin) checkpointEntry(claim *resourceapi.ResourceClaim) (checkpoint.Claim, error) {
 	var ours []resourceapi.DeviceRequestAllocationResult
 	if claim.Status.Allocation != nil {
 		for _, r := range claim.Status.Allocation.Devices.Results {
@@ -267,7 +268,7 @@ func (p *Plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 		return nil, err
 	}
 	defer unlock()
-	cp, err := p.load(ctx)
+	cp, err := p.loadOrRebuildCheckpoint(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -284,34 +285,35 @@ func (p *Plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 			results[c.UID] = fmt.Errorf("unprepare claim %s: %w", c, err)
 			continue
 		}
-		p.step(StepUnprepareRemoved)
+		p.notifyAfterStep(StepUnprepareRemoved)
 		delete(cp.Claims, uid)
 		changed = true
 	}
 	if changed {
-		if err := p.save(cp); err != nil {
+		if err := p.saveCheckpoint(cp); err != nil {
 			return nil, err
 		}
 	}
 	return results, nil
 }
 
-// stage records claims as started without waiting for the disk (see
-// checkpoint.File.Stage for why that is safe).
-func (p *Plugin) stage(cp *checkpoint.Checkpoint) error {
+// stageCheckpoint records claims as started without waiting for the disk
+// (see checkpoint.File.Stage for why that is safe).
+func (p *Plugin) stageCheckpoint(cp *checkpoint.Checkpoint) error {
 	cp.BootID = p.bootID
 	if err := p.ckpt.Stage(cp); err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", p.ckpt.Path(), err)
 	}
-	p.remember(cp)
+	p.updateClaimMetrics(cp)
 	return nil
 }
 
-func (p *Plugin) save(cp *checkpoint.Checkpoint) error {
+// saveCheckpoint writes cp durably and updates the claim metrics from it.
+func (p *Plugin) saveCheckpoint(cp *checkpoint.Checkpoint) error {
 	cp.BootID = p.bootID
 	if err := p.ckpt.Save(cp); err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", p.ckpt.Path(), err)
 	}
-	p.remember(cp)
+	p.updateClaimMetrics(cp)
 	return nil
 }

@@ -14,18 +14,18 @@ import (
 	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
 )
 
-// recover brings the node in line with the checkpoint before the kubelet
-// can call: interrupted prepares are rolled back, completed claims get
-// their specs rewritten (with the current shim library) and, after a
-// reboot, fresh accounting regions; files of claims the checkpoint does not
-// know are removed.
-func (p *Plugin) recover(ctx context.Context) error {
+// reconcileWithCheckpoint brings the node in line with the checkpoint before
+// the kubelet can call: interrupted prepares are rolled back, completed
+// claims get their specs rewritten (with the current shim library) and,
+// after a reboot, fresh accounting regions; files of claims the checkpoint
+// does not know are removed.
+func (p *Plugin) reconcileWithCheckpoint(ctx context.Context) error {
 	unlock, err := p.ckpt.Lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	cp, err := p.load(ctx)
+	cp, err := p.loadOrRebuildCheckpoint(ctx)
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func (p *Plugin) recover(ctx context.Context) error {
 	if err := p.removeOrphans(cp); err != nil {
 		return err
 	}
-	return p.save(cp)
+	return p.saveCheckpoint(cp)
 }
 
 // removeOrphans deletes specs and accounting dirs of claims the checkpoint
@@ -91,9 +91,10 @@ func (p *Plugin) removeOrphans(cp *checkpoint.Checkpoint) error {
 	return nil
 }
 
-// load reads the checkpoint; a corrupt one is reported and rebuilt from the
-// API server's view of the claims allocated on this node and in use.
-func (p *Plugin) load(ctx context.Context) (*checkpoint.Checkpoint, error) {
+// loadOrRebuildCheckpoint reads the checkpoint; a corrupt one is reported
+// and rebuilt from the API server's view of the claims allocated on this
+// node and in use.
+func (p *Plugin) loadOrRebuildCheckpoint(ctx context.Context) (*checkpoint.Checkpoint, error) {
 	cp, err := p.ckpt.Load()
 	if err == nil {
 		return cp, nil
@@ -103,7 +104,7 @@ func (p *Plugin) load(ctx context.Context) (*checkpoint.Checkpoint, error) {
 	}
 	p.metrics.CheckpointErrors.Inc()
 	p.log.Error(err, "checkpoint is corrupt: rebuilding it from the API server's view of the claims allocated on this node")
-	cp, rebuildErr := p.rebuild(ctx)
+	cp, rebuildErr := p.rebuildCheckpoint(ctx)
 	if rebuildErr != nil {
 		return nil, fmt.Errorf("%w; rebuilding it from the API server failed: %v (the plugin retries; or remove %s once no pod on the node uses a GPU slice)", err, rebuildErr, p.ckpt.Path())
 	}
@@ -117,15 +118,15 @@ func (p *Plugin) load(ctx context.Context) (*checkpoint.Checkpoint, error) {
 			return nil, err
 		}
 	}
-	if err := p.save(cp); err != nil {
+	if err := p.saveCheckpoint(cp); err != nil {
 		return nil, err
 	}
 	return cp, nil
 }
 
-// rebuild lists the claims allocated to this node's devices and reserved
-// for a pod: those the kubelet has prepared or will.
-func (p *Plugin) rebuild(ctx context.Context) (*checkpoint.Checkpoint, error) {
+// rebuildCheckpoint lists the claims allocated to this node's devices and
+// reserved for a pod: those the kubelet has prepared or will.
+func (p *Plugin) rebuildCheckpoint(ctx context.Context) (*checkpoint.Checkpoint, error) {
 	list, err := p.cfg.Client.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list resource claims: %w", err)
@@ -143,7 +144,7 @@ func (p *Plugin) rebuild(ctx context.Context) (*checkpoint.Checkpoint, error) {
 		if !onNode {
 			continue
 		}
-		entry, err := p.plan(claim)
+		entry, err := p.checkpointEntry(claim)
 		if err != nil {
 			p.log.Error(err, "claim left out of the rebuilt checkpoint")
 			continue

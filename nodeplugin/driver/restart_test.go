@@ -1,6 +1,8 @@
 package driver_test
 
 import (
+	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
+	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
 )
@@ -99,6 +102,49 @@ func TestCorruptCheckpoint(t *testing.T) {
 	if got := gauge(t, reg, "gpuslice_checkpoint_corruptions_total", nil); got != 1 {
 		t.Errorf("gpuslice_checkpoint_corruptions_total = %v, want 1", got)
 	}
+}
+
+// TestNewerCheckpointRefused: a checkpoint written in a format newer than
+// this plugin reads (a rollback after an upgrade) stops the plugin with an
+// error saying so; the file is neither rebuilt nor moved, so the claims it
+// records are still prepared once a plugin that reads it runs.
+func TestNewerCheckpointRefused(t *testing.T) {
+	e := newEnv(t, "rollback-node")
+	cfg, uid := preparedClaim(t, e, "rollback-node")
+	ckpt := filepath.Join(cfg.StateDir, checkpoint.Name)
+	data, err := os.ReadFile(ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := bytes.Replace(data, []byte(`"version":"`+checkpoint.Version+`"`), []byte(`"version":"v99"`), 1)
+	if bytes.Equal(newer, data) {
+		t.Fatalf("no version %q in the checkpoint: %s", checkpoint.Version, data)
+	}
+	if err := os.WriteFile(ckpt, newer, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Registerer = prometheus.NewRegistry()
+	p, err := driver.Start(e.ctx, cfg)
+	if err == nil {
+		p.Stop()
+		t.Fatal("the plugin started on a checkpoint in an unknown format")
+	}
+	if !errors.Is(err, checkpoint.ErrUnsupportedVersion) {
+		t.Errorf("Start: %v; want an error wrapping checkpoint.ErrUnsupportedVersion", err)
+	}
+	if after, _ := os.ReadFile(ckpt); !bytes.Equal(after, newer) {
+		t.Errorf("the checkpoint changed: %s", after)
+	}
+	if _, err := os.Stat(ckpt + ".corrupt"); err == nil {
+		t.Error("the checkpoint was taken for a corrupt one and moved")
+	}
+	// back to a plugin that reads the file (here: the same record in the
+	// current format), the claim is still prepared
+	if err := os.WriteFile(ckpt, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	restart(t, e, cfg)
+	assertPreparedOnly(t, cfg, uid)
 }
 
 // TestMetrics reads the per-claim and per-GPU series of a prepared claim.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/nodeplugin/internal/atomicfile"
 )
 
 // installShim copies the shim library into dir under a name carrying its
@@ -29,7 +30,7 @@ func installShim(source, dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("create shim dir: %w", err)
 	}
-	if err := writeAtomically(dest, data, 0o755); err != nil {
+	if err := atomicfile.Write(dest, data, 0o755); err != nil {
 		return "", fmt.Errorf("install the shim library: %w", err)
 	}
 	return dest, nil
@@ -41,32 +42,8 @@ func writePreloadFile(stateDir string) (string, error) {
 	if b, err := os.ReadFile(path); err == nil && string(b) == contract.PreloadFileContent {
 		return path, nil
 	}
-	if err := writeAtomically(path, []byte(contract.PreloadFileContent), 0o644); err != nil {
+	if err := atomicfile.Write(path, []byte(contract.PreloadFileContent), 0o644); err != nil {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	return path, nil
-}
-
-func writeAtomically(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

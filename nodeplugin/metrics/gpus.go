@@ -14,12 +14,12 @@ import (
 var gpuLabels = []string{"gpu", "UUID", "modelName", "Hostname"}
 
 var (
-	descUtil  = prometheus.NewDesc("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", gpuLabels, nil)
-	descFBUse = prometheus.NewDesc("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", gpuLabels, nil)
-	descFBFre = prometheus.NewDesc("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", gpuLabels, nil)
-	descTemp  = prometheus.NewDesc("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", gpuLabels, nil)
-	descPower = prometheus.NewDesc("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", gpuLabels, nil)
-	descUp    = prometheus.NewDesc("gpuslice_gpu_nvml_errors", "Readings NVML refused at this scrape.", gpuLabels, nil)
+	descUtil       = prometheus.NewDesc("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", gpuLabels, nil)
+	descFBUse      = prometheus.NewDesc("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", gpuLabels, nil)
+	descFBFre      = prometheus.NewDesc("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", gpuLabels, nil)
+	descTemp       = prometheus.NewDesc("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", gpuLabels, nil)
+	descPower      = prometheus.NewDesc("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", gpuLabels, nil)
+	descNVMLErrors = prometheus.NewDesc("gpuslice_gpu_nvml_errors", "Readings NVML refused at this scrape.", gpuLabels, nil)
 )
 
 // GPUCollector reads each published GPU from NVML at scrape time.
@@ -30,7 +30,7 @@ type GPUCollector struct {
 }
 
 func (c GPUCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descUtil, descFBUse, descFBFre, descTemp, descPower, descUp} {
+	for _, d := range []*prometheus.Desc{descUtil, descFBUse, descFBFre, descTemp, descPower, descNVMLErrors} {
 		ch <- d
 	}
 }
@@ -38,33 +38,33 @@ func (c GPUCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c GPUCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, g := range c.GPUs {
 		labels := []string{strconv.Itoa(g.Index), g.UUID, g.Name, c.Hostname}
-		errors := 0
+		refused := 0
 		dev, ret := c.NVML.DeviceGetHandleByUUID(g.UUID)
 		if ret != nvml.SUCCESS {
-			ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 1, labels...)
+			ch <- prometheus.MustNewConstMetric(descNVMLErrors, prometheus.GaugeValue, 1, labels...)
 			continue
 		}
 		if u, ret := dev.GetUtilizationRates(); ret == nvml.SUCCESS {
 			ch <- prometheus.MustNewConstMetric(descUtil, prometheus.GaugeValue, float64(u.Gpu), labels...)
 		} else {
-			errors++
+			refused++
 		}
 		if m, ret := dev.GetMemoryInfo(); ret == nvml.SUCCESS {
 			ch <- prometheus.MustNewConstMetric(descFBUse, prometheus.GaugeValue, float64(m.Used>>20), labels...)
 			ch <- prometheus.MustNewConstMetric(descFBFre, prometheus.GaugeValue, float64(m.Free>>20), labels...)
 		} else {
-			errors++
+			refused++
 		}
 		if t, ret := dev.GetTemperature(nvml.TEMPERATURE_GPU); ret == nvml.SUCCESS {
 			ch <- prometheus.MustNewConstMetric(descTemp, prometheus.GaugeValue, float64(t), labels...)
 		} else {
-			errors++
+			refused++
 		}
 		if p, ret := dev.GetPowerUsage(); ret == nvml.SUCCESS {
 			ch <- prometheus.MustNewConstMetric(descPower, prometheus.GaugeValue, float64(p)/1000, labels...)
 		} else {
-			errors++
+			refused++
 		}
-		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, float64(errors), labels...)
+		ch <- prometheus.MustNewConstMetric(descNVMLErrors, prometheus.GaugeValue, float64(refused), labels...)
 	}
 }

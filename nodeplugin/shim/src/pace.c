@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "hash.h"
 #include "shim_internal.h"
 
 #define PENDING_MAX 256
@@ -78,15 +79,8 @@ struct ticket {
 
 static inline bool pacing_on(void) { return gs_ensure() == GS_ENFORCE && gs.pacing; }
 
-static inline uint64_t mix(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ull;
-	k ^= k >> 33;
-	return k | 1;
-}
+/* A launch's key in the estimate table, never 0: 0 marks an empty entry. */
+static inline uint64_t launch_key(uint64_t k) { return gs_mix64(k) | 1; }
 
 static int64_t bucket_cap(void) { return (int64_t)(gs.window_ns * gs.share / 100); }
 
@@ -338,7 +332,7 @@ static inline uint64_t kernel_key(const void *f, unsigned gx, unsigned gy, unsig
 				  unsigned bz, unsigned shmem)
 {
 	uint64_t grid = (uint64_t)gx * gy * gz, block = (uint64_t)bx * by * bz;
-	return mix((uint64_t)(uintptr_t)f ^ (grid * 0x9e3779b97f4a7c15ull) ^ (block << 40) ^ ((uint64_t)shmem << 20));
+	return launch_key((uint64_t)(uintptr_t)f ^ (grid * 0x9e3779b97f4a7c15ull) ^ (block << 40) ^ ((uint64_t)shmem << 20));
 }
 
 #define LAUNCH_BODY(real, ptsz, key, stream, call)           \
@@ -351,11 +345,6 @@ static inline uint64_t kernel_key(const void *f, unsigned gx, unsigned gy, unsig
 		pace_end(&t, r_);                             \
 		return r_;                                    \
 	} while (0)
-
-#define NEED_REAL(var, name)                  \
-	__typeof__(&name) var = REAL(name);   \
-	if (GS_UNLIKELY(!var))                \
-	return CUDA_ERROR_NOT_FOUND
 
 GS_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
 				  unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream,
@@ -378,7 +367,7 @@ GS_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned i
 static inline uint64_t config_key(const CUlaunchConfig *c, CUfunction f)
 {
 	if (!c)
-		return mix((uint64_t)(uintptr_t)f);
+		return launch_key((uint64_t)(uintptr_t)f);
 	return kernel_key(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
 			  c->sharedMemBytes);
 }
@@ -418,13 +407,13 @@ GS_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx,
 GS_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream)
 {
 	NEED_REAL(real, cuGraphLaunch);
-	LAUNCH_BODY(real, false, mix((uint64_t)(uintptr_t)exec), stream, real(exec, stream));
+	LAUNCH_BODY(real, false, launch_key((uint64_t)(uintptr_t)exec), stream, real(exec, stream));
 }
 
 GS_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream)
 {
 	NEED_REAL(real, cuGraphLaunch_ptsz);
-	LAUNCH_BODY(real, true, mix((uint64_t)(uintptr_t)exec), stream, real(exec, stream));
+	LAUNCH_BODY(real, true, launch_key((uint64_t)(uintptr_t)exec), stream, real(exec, stream));
 }
 
 void gs_pace_forget_context(CUcontext ctx)

@@ -1,10 +1,27 @@
-/* Declarations shared by the parts of libgpuslice.so. Nothing here is exported. */
+/* Declarations shared by the parts of libgpuslice.so. Nothing here is exported.
+ *
+ * Where things live:
+ *   init.c          constructor, first-use attach, fork
+ *   config.c        the environment and the effective limits
+ *   log.c           messages on stderr
+ *   region.c        the shared accounting region: slots, charging, reclaiming
+ *   table.c         per-process tables of live allocations
+ *   syms.c          dlsym, cuGetProcAddress and the driver's real functions
+ *   alloc_linear.c  cuMemAlloc*, cuMemFree
+ *   alloc_array.c   CUDA arrays and mipmapped arrays
+ *   alloc_vmm.c     virtual memory management (cuMemCreate, cuMemMap...)
+ *   alloc_pool.c    stream-ordered allocations and memory pools
+ *   context.c       cuInit and contexts (each costs device memory)
+ *   meminfo.c       what cuMemGetInfo, cuDeviceTotalMem and NVML report
+ *   pace.c          the compute share: pacing kernel and graph launches
+ */
 #ifndef GS_SHIM_INTERNAL_H
 #define GS_SHIM_INTERNAL_H
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "../include/gpuslice.h"
 #include "cuda_abi.h"
@@ -13,104 +30,108 @@
 #define GS_LIKELY(x) __builtin_expect(!!(x), 1)
 #define GS_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/* ---- symbols ----
- * X(name, base, min_cuda_version, flags)
+/* ---- symbols (syms.c) ----
+ * X(name, base, min_cuda_version, kind)
  * name: the driver's exported name; base: the name cuGetProcAddress is asked
  * for; min_cuda_version: the CUDA version that introduced this variant (used
  * only when the driver hands back an address that is not an exported symbol);
- * flags: GS_F_* below.
+ * kind: one of the GS_HOOK_* / GS_CALL_* combinations of GS_SYM_* below.
  */
-#define GS_F_CUDA 0x01     /* lives in libcuda.so.1 (else libnvidia-ml.so.1) */
-#define GS_F_PTSZ 0x02     /* per-thread default stream variant */
-#define GS_F_ACCOUNT 0x04  /* changes the accounting: never hand out an unwrapped one */
-#define GS_F_INTERNAL 0x08 /* only called by the shim; not wrapped */
+#define GS_SYM_IN_LIBCUDA 0x01        /* lives in libcuda.so.1 (else libnvidia-ml.so.1) */
+#define GS_SYM_PER_THREAD_STREAM 0x02 /* _ptsz variant: stream 0 is the per-thread default stream */
+#define GS_SYM_ACCOUNTED 0x04         /* changes the accounting: never hand out an unwrapped one */
+#define GS_SYM_INTERNAL 0x08          /* only called by the shim; not wrapped */
 
-#define GS_C (GS_F_CUDA)
-#define GS_CA (GS_F_CUDA | GS_F_ACCOUNT)
-#define GS_CAP (GS_F_CUDA | GS_F_ACCOUNT | GS_F_PTSZ)
-#define GS_CP (GS_F_CUDA | GS_F_PTSZ)
-#define GS_CI (GS_F_CUDA | GS_F_INTERNAL)
+/* wrapped driver and NVML functions */
+#define GS_HOOK_CUDA (GS_SYM_IN_LIBCUDA)
+#define GS_HOOK_CUDA_PER_THREAD_STREAM (GS_SYM_IN_LIBCUDA | GS_SYM_PER_THREAD_STREAM)
+#define GS_HOOK_CUDA_ACCOUNTED (GS_SYM_IN_LIBCUDA | GS_SYM_ACCOUNTED)
+#define GS_HOOK_CUDA_ACCOUNTED_PER_THREAD_STREAM (GS_SYM_IN_LIBCUDA | GS_SYM_ACCOUNTED | GS_SYM_PER_THREAD_STREAM)
+#define GS_HOOK_NVML 0
+/* driver and NVML functions the shim only calls */
+#define GS_CALL_CUDA (GS_SYM_IN_LIBCUDA | GS_SYM_INTERNAL)
+#define GS_CALL_NVML (GS_SYM_INTERNAL)
 
-#define GS_SYMBOLS(X)                                                              \
-	X(cuInit, cuInit, 2000, GS_C)                                              \
-	X(cuGetProcAddress, cuGetProcAddress, 11030, GS_CA)                        \
-	X(cuGetProcAddress_v2, cuGetProcAddress, 12000, GS_CA)                     \
-	X(cuMemGetInfo, cuMemGetInfo, 2000, GS_C)                                  \
-	X(cuMemGetInfo_v2, cuMemGetInfo, 3020, GS_C)                               \
-	X(cuDeviceTotalMem, cuDeviceTotalMem, 2000, GS_C)                          \
-	X(cuDeviceTotalMem_v2, cuDeviceTotalMem, 3020, GS_C)                       \
-	X(cuMemAlloc, cuMemAlloc, 2000, GS_CA)                                     \
-	X(cuMemAlloc_v2, cuMemAlloc, 3020, GS_CA)                                  \
-	X(cuMemAllocPitch, cuMemAllocPitch, 2000, GS_CA)                           \
-	X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, GS_CA)                        \
-	X(cuMemFree_v2, cuMemFree, 3020, GS_CA)                                    \
-	X(cuMemAllocManaged, cuMemAllocManaged, 6000, GS_CA)                       \
-	X(cuMemCreate, cuMemCreate, 10020, GS_CA)                                  \
-	X(cuMemRelease, cuMemRelease, 10020, GS_CA)                                \
-	X(cuMemMap, cuMemMap, 10020, GS_CA)                                        \
-	X(cuMemUnmap, cuMemUnmap, 10020, GS_CA)                                    \
-	X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, GS_CA)  \
-	X(cuMemAllocAsync, cuMemAllocAsync, 11020, GS_CA)                          \
-	X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, GS_CAP)                    \
-	X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, GS_CA)          \
-	X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 11020, GS_CAP)    \
-	X(cuMemFreeAsync, cuMemFreeAsync, 11020, GS_CA)                            \
-	X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, GS_CAP)                      \
-	X(cuMemPoolCreate, cuMemPoolCreate, 11020, GS_CA)                          \
-	X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, GS_CA)                        \
-	X(cuMemPoolTrimTo, cuMemPoolTrimTo, 11020, GS_CA)                          \
-	X(cuArrayCreate, cuArrayCreate, 2000, GS_CA)                               \
-	X(cuArrayCreate_v2, cuArrayCreate, 3020, GS_CA)                            \
-	X(cuArray3DCreate, cuArray3DCreate, 2000, GS_CA)                           \
-	X(cuArray3DCreate_v2, cuArray3DCreate, 3020, GS_CA)                        \
-	X(cuArrayDestroy, cuArrayDestroy, 2000, GS_CA)                             \
-	X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000, GS_CA)             \
-	X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, GS_CA)           \
-	X(cuCtxCreate, cuCtxCreate, 2000, GS_CA)                                   \
-	X(cuCtxCreate_v2, cuCtxCreate, 3020, GS_CA)                                \
-	X(cuCtxCreate_v3, cuCtxCreate, 11040, GS_CA)                               \
-	X(cuCtxCreate_v4, cuCtxCreate, 12050, GS_CA)                               \
-	X(cuCtxDestroy, cuCtxDestroy, 2000, GS_CA)                                 \
-	X(cuCtxDestroy_v2, cuCtxDestroy, 4000, GS_CA)                              \
-	X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, GS_CA)         \
-	X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 7000, GS_CA)       \
-	X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, GS_CA)   \
-	X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, GS_CA)           \
-	X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, GS_CA)       \
-	X(cuGreenCtxCreate, cuGreenCtxCreate, 12040, GS_CA)                        \
-	X(cuGreenCtxDestroy, cuGreenCtxDestroy, 12040, GS_CA)                      \
-	X(cuLaunchKernel, cuLaunchKernel, 4000, GS_C)                              \
-	X(cuLaunchKernel_ptsz, cuLaunchKernel, 7000, GS_CP)                        \
-	X(cuLaunchKernelEx, cuLaunchKernelEx, 11060, GS_C)                         \
-	X(cuLaunchKernelEx_ptsz, cuLaunchKernelEx, 11060, GS_CP)                   \
-	X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, 9000, GS_C)        \
-	X(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel, 9000, GS_CP)  \
-	X(cuGraphLaunch, cuGraphLaunch, 10000, GS_C)                               \
-	X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, GS_CP)                         \
-	X(cuCtxSynchronize, cuCtxSynchronize, 2000, GS_C)                          \
-	X(cuStreamSynchronize, cuStreamSynchronize, 2000, GS_C)                    \
-	X(cuStreamSynchronize_ptsz, cuStreamSynchronize, 7000, GS_CP)              \
-	X(nvmlDeviceGetMemoryInfo, nvmlDeviceGetMemoryInfo, 0, 0)                  \
-	X(nvmlDeviceGetMemoryInfo_v2, nvmlDeviceGetMemoryInfo_v2, 0, 0)
+#define GS_SYMBOLS(X)                                                                                             \
+	X(cuInit, cuInit, 2000, GS_HOOK_CUDA)                                                                     \
+	X(cuGetProcAddress, cuGetProcAddress, 11030, GS_HOOK_CUDA_ACCOUNTED)                                      \
+	X(cuGetProcAddress_v2, cuGetProcAddress, 12000, GS_HOOK_CUDA_ACCOUNTED)                                   \
+	X(cuMemGetInfo, cuMemGetInfo, 2000, GS_HOOK_CUDA)                                                         \
+	X(cuMemGetInfo_v2, cuMemGetInfo, 3020, GS_HOOK_CUDA)                                                      \
+	X(cuDeviceTotalMem, cuDeviceTotalMem, 2000, GS_HOOK_CUDA)                                                 \
+	X(cuDeviceTotalMem_v2, cuDeviceTotalMem, 3020, GS_HOOK_CUDA)                                              \
+	X(cuMemAlloc, cuMemAlloc, 2000, GS_HOOK_CUDA_ACCOUNTED)                                                   \
+	X(cuMemAlloc_v2, cuMemAlloc, 3020, GS_HOOK_CUDA_ACCOUNTED)                                                \
+	X(cuMemAllocPitch, cuMemAllocPitch, 2000, GS_HOOK_CUDA_ACCOUNTED)                                         \
+	X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, GS_HOOK_CUDA_ACCOUNTED)                                      \
+	X(cuMemFree_v2, cuMemFree, 3020, GS_HOOK_CUDA_ACCOUNTED)                                                  \
+	X(cuMemAllocManaged, cuMemAllocManaged, 6000, GS_HOOK_CUDA_ACCOUNTED)                                     \
+	X(cuMemCreate, cuMemCreate, 10020, GS_HOOK_CUDA_ACCOUNTED)                                                \
+	X(cuMemRelease, cuMemRelease, 10020, GS_HOOK_CUDA_ACCOUNTED)                                              \
+	X(cuMemMap, cuMemMap, 10020, GS_HOOK_CUDA_ACCOUNTED)                                                      \
+	X(cuMemUnmap, cuMemUnmap, 10020, GS_HOOK_CUDA_ACCOUNTED)                                                  \
+	X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, GS_HOOK_CUDA_ACCOUNTED)                \
+	X(cuMemAllocAsync, cuMemAllocAsync, 11020, GS_HOOK_CUDA_ACCOUNTED)                                        \
+	X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, GS_HOOK_CUDA_ACCOUNTED_PER_THREAD_STREAM)                 \
+	X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, GS_HOOK_CUDA_ACCOUNTED)                        \
+	X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 11020, GS_HOOK_CUDA_ACCOUNTED_PER_THREAD_STREAM) \
+	X(cuMemFreeAsync, cuMemFreeAsync, 11020, GS_HOOK_CUDA_ACCOUNTED)                                          \
+	X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, GS_HOOK_CUDA_ACCOUNTED_PER_THREAD_STREAM)                   \
+	X(cuMemPoolCreate, cuMemPoolCreate, 11020, GS_HOOK_CUDA_ACCOUNTED)                                        \
+	X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, GS_HOOK_CUDA_ACCOUNTED)                                      \
+	X(cuMemPoolTrimTo, cuMemPoolTrimTo, 11020, GS_HOOK_CUDA_ACCOUNTED)                                        \
+	X(cuArrayCreate, cuArrayCreate, 2000, GS_HOOK_CUDA_ACCOUNTED)                                             \
+	X(cuArrayCreate_v2, cuArrayCreate, 3020, GS_HOOK_CUDA_ACCOUNTED)                                          \
+	X(cuArray3DCreate, cuArray3DCreate, 2000, GS_HOOK_CUDA_ACCOUNTED)                                         \
+	X(cuArray3DCreate_v2, cuArray3DCreate, 3020, GS_HOOK_CUDA_ACCOUNTED)                                      \
+	X(cuArrayDestroy, cuArrayDestroy, 2000, GS_HOOK_CUDA_ACCOUNTED)                                           \
+	X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000, GS_HOOK_CUDA_ACCOUNTED)                           \
+	X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, GS_HOOK_CUDA_ACCOUNTED)                         \
+	X(cuCtxCreate, cuCtxCreate, 2000, GS_HOOK_CUDA_ACCOUNTED)                                                 \
+	X(cuCtxCreate_v2, cuCtxCreate, 3020, GS_HOOK_CUDA_ACCOUNTED)                                              \
+	X(cuCtxCreate_v3, cuCtxCreate, 11040, GS_HOOK_CUDA_ACCOUNTED)                                             \
+	X(cuCtxCreate_v4, cuCtxCreate, 12050, GS_HOOK_CUDA_ACCOUNTED)                                             \
+	X(cuCtxDestroy, cuCtxDestroy, 2000, GS_HOOK_CUDA_ACCOUNTED)                                               \
+	X(cuCtxDestroy_v2, cuCtxDestroy, 4000, GS_HOOK_CUDA_ACCOUNTED)                                            \
+	X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, GS_HOOK_CUDA_ACCOUNTED)                       \
+	X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 7000, GS_HOOK_CUDA_ACCOUNTED)                     \
+	X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, GS_HOOK_CUDA_ACCOUNTED)                 \
+	X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, GS_HOOK_CUDA_ACCOUNTED)                         \
+	X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, GS_HOOK_CUDA_ACCOUNTED)                     \
+	X(cuGreenCtxCreate, cuGreenCtxCreate, 12040, GS_HOOK_CUDA_ACCOUNTED)                                      \
+	X(cuGreenCtxDestroy, cuGreenCtxDestroy, 12040, GS_HOOK_CUDA_ACCOUNTED)                                    \
+	X(cuLaunchKernel, cuLaunchKernel, 4000, GS_HOOK_CUDA)                                                     \
+	X(cuLaunchKernel_ptsz, cuLaunchKernel, 7000, GS_HOOK_CUDA_PER_THREAD_STREAM)                              \
+	X(cuLaunchKernelEx, cuLaunchKernelEx, 11060, GS_HOOK_CUDA)                                                \
+	X(cuLaunchKernelEx_ptsz, cuLaunchKernelEx, 11060, GS_HOOK_CUDA_PER_THREAD_STREAM)                         \
+	X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, 9000, GS_HOOK_CUDA)                               \
+	X(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel, 9000, GS_HOOK_CUDA_PER_THREAD_STREAM)        \
+	X(cuGraphLaunch, cuGraphLaunch, 10000, GS_HOOK_CUDA)                                                      \
+	X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, GS_HOOK_CUDA_PER_THREAD_STREAM)                               \
+	X(cuCtxSynchronize, cuCtxSynchronize, 2000, GS_HOOK_CUDA)                                                 \
+	X(cuStreamSynchronize, cuStreamSynchronize, 2000, GS_HOOK_CUDA)                                           \
+	X(cuStreamSynchronize_ptsz, cuStreamSynchronize, 7000, GS_HOOK_CUDA_PER_THREAD_STREAM)                    \
+	X(nvmlDeviceGetMemoryInfo, nvmlDeviceGetMemoryInfo, 0, GS_HOOK_NVML)                                      \
+	X(nvmlDeviceGetMemoryInfo_v2, nvmlDeviceGetMemoryInfo_v2, 0, GS_HOOK_NVML)
 
 /* Driver functions the shim calls itself but does not wrap. */
-#define GS_INTERNAL_SYMBOLS(X)                                                     \
-	X(cuCtxGetCurrent, cuCtxGetCurrent, 4000, GS_CI)                           \
-	X(cuCtxGetDevice, cuCtxGetDevice, 2000, GS_CI)                             \
-	X(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, GS_CI)                    \
-	X(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, GS_CI)              \
-	X(cuEventCreate, cuEventCreate, 2000, GS_CI)                               \
-	X(cuEventRecord, cuEventRecord, 2000, GS_CI)                               \
-	X(cuEventQuery, cuEventQuery, 2000, GS_CI)                                 \
-	X(cuEventSynchronize, cuEventSynchronize, 2000, GS_CI)                     \
-	X(cuEventElapsedTime, cuEventElapsedTime, 2000, GS_CI)                     \
-	X(cuEventDestroy_v2, cuEventDestroy, 4000, GS_CI)                          \
-	X(nvmlInit_v2, nvmlInit_v2, 0, GS_F_INTERNAL)                              \
-	X(nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetHandleByIndex_v2, 0, GS_F_INTERNAL) \
-	X(nvmlDeviceGetUtilizationRates, nvmlDeviceGetUtilizationRates, 0, GS_F_INTERNAL)
+#define GS_INTERNAL_SYMBOLS(X)                                                                                    \
+	X(cuCtxGetCurrent, cuCtxGetCurrent, 4000, GS_CALL_CUDA)                                                   \
+	X(cuCtxGetDevice, cuCtxGetDevice, 2000, GS_CALL_CUDA)                                                     \
+	X(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, GS_CALL_CUDA)                                            \
+	X(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, GS_CALL_CUDA)                                      \
+	X(cuEventCreate, cuEventCreate, 2000, GS_CALL_CUDA)                                                       \
+	X(cuEventRecord, cuEventRecord, 2000, GS_CALL_CUDA)                                                       \
+	X(cuEventQuery, cuEventQuery, 2000, GS_CALL_CUDA)                                                         \
+	X(cuEventSynchronize, cuEventSynchronize, 2000, GS_CALL_CUDA)                                             \
+	X(cuEventElapsedTime, cuEventElapsedTime, 2000, GS_CALL_CUDA)                                             \
+	X(cuEventDestroy_v2, cuEventDestroy, 4000, GS_CALL_CUDA)                                                  \
+	X(nvmlInit_v2, nvmlInit_v2, 0, GS_CALL_NVML)                                                              \
+	X(nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetHandleByIndex_v2, 0, GS_CALL_NVML)                          \
+	X(nvmlDeviceGetUtilizationRates, nvmlDeviceGetUtilizationRates, 0, GS_CALL_NVML)
 
 enum {
-#define GS_ENUM(name, base, ver, flags) GS_IDX_##name,
+#define GS_ENUM(name, base, ver, kind) GS_IDX_##name,
 	GS_SYMBOLS(GS_ENUM)
 	GS_INTERNAL_SYMBOLS(GS_ENUM)
 #undef GS_ENUM
@@ -121,7 +142,7 @@ struct gs_sym {
 	const char *name;
 	const char *base;
 	int min_version;
-	int flags;
+	int flags; /* GS_SYM_* */
 	void *wrapper; /* NULL for internal symbols */
 	void *real;    /* the driver's function, resolved lazily */
 };
@@ -135,8 +156,14 @@ static inline void *gs_real(int idx)
 }
 /* REAL(name) is the driver's name function, typed; NULL if the driver lacks it. */
 #define REAL(name) ((__typeof__(&name))gs_real(GS_IDX_##name))
+/* Declares var as the driver's name function; a wrapper whose driver lacks
+ * it answers as that driver would. */
+#define NEED_REAL(var, name)                \
+	__typeof__(&name) var = REAL(name); \
+	if (GS_UNLIKELY(!var))              \
+	return CUDA_ERROR_NOT_FOUND
 
-/* ---- configuration and the region (region.c) ---- */
+/* ---- configuration (config.c), state and lifecycle (init.c) ---- */
 enum { GS_UNINIT = 0, GS_ENFORCE = 1, GS_OFF = 2, GS_BROKEN = 3 };
 
 struct gs_config {
@@ -168,6 +195,11 @@ struct gs_state {
 };
 extern struct gs_state gs;
 
+/* Parses the environment into gs.cfg the first time; init_mu held. */
+void gs_config_load(void);
+/* Sets the effective limits: the stricter of the region's and the environment's. */
+void gs_config_resolve(const struct gpuslice_region_header *h);
+
 int gs_init_slow(void);
 /* The mode, attaching to the region on first use. */
 static inline int gs_ensure(void)
@@ -175,8 +207,19 @@ static inline int gs_ensure(void)
 	int m = __atomic_load_n(&gs.mode, __ATOMIC_ACQUIRE);
 	return GS_LIKELY(m != GS_UNINIT) ? m : gs_init_slow();
 }
+/* Records why the library refuses allocations (gs.broken). */
+void gs_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- messages (log.c) ---- */
 void gs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gs_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- the region (region.c) ---- */
+/* Attaches this process to the region in gs.cfg.dir; on failure gs.broken
+ * says why and nothing is held. */
+int gs_region_attach(void);
+/* In the child after fork: drops the parent's mapping and locks. */
+void gs_region_after_fork(void);
 
 /* Charging: 0 on success, -1 when the budget (or a broken configuration)
  * refuses it. n may be 0. */
@@ -212,17 +255,32 @@ bool gs_table_take(struct gs_table *t, uint64_t key, struct gs_entry *out);
 bool gs_table_get(struct gs_table *t, uint64_t key, struct gs_entry *out);
 /* Removes every entry with aux == aux and kind in kinds_mask; returns bytes. */
 uint64_t gs_table_sweep(struct gs_table *t, uint64_t aux, uint32_t kinds_mask, uint64_t *count);
-void gs_table_reset(struct gs_table *t);
+void gs_tables_after_fork(void);
 
-/* ---- memory (mem.c) and pacing (pace.c) ---- */
-void gs_mem_after_fork(void);
+/* ---- allocations (alloc_*.c, context.c; shared helpers in alloc.h) ---- */
+void gs_vmm_after_fork(void);
+void gs_pools_after_fork(void);
 int gs_pools_reconcile_all(bool blocking);
+void gs_contexts_after_fork(void);
+
+/* ---- pacing (pace.c) ---- */
 void gs_pace_after_fork(void);
 void gs_pace_forget_context(CUcontext ctx);
 
 /* ---- time ---- */
-uint64_t gs_now_ns(void);     /* CLOCK_MONOTONIC */
-uint64_t gs_unix_ns(void);    /* CLOCK_REALTIME */
+static inline uint64_t gs_now_ns(void) /* CLOCK_MONOTONIC */
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t gs_unix_ns(void) /* CLOCK_REALTIME */
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- wrapper prototypes (the driver's signatures) ---- */
 CUresult cuInit(unsigned int flags);

@@ -49,7 +49,10 @@ static dlsym_fn real_dlsym(void)
 	return f;
 }
 
-static const char *lib_soname(int flags) { return (flags & GS_F_CUDA) ? "libcuda.so.1" : "libnvidia-ml.so.1"; }
+static const char *lib_soname(int flags)
+{
+	return (flags & GS_SYM_IN_LIBCUDA) ? "libcuda.so.1" : "libnvidia-ml.so.1";
+}
 
 /* Is addr inside the driver library this symbol belongs to? */
 static bool in_driver_lib(void *addr, int flags)
@@ -59,7 +62,7 @@ static bool in_driver_lib(void *addr, int flags)
 		return false;
 	const char *base = strrchr(di.dli_fname, '/');
 	base = base ? base + 1 : di.dli_fname;
-	const char *want = (flags & GS_F_CUDA) ? "libcuda.so" : "libnvidia-ml.so";
+	const char *want = (flags & GS_SYM_IN_LIBCUDA) ? "libcuda.so" : "libnvidia-ml.so";
 	return strncmp(base, want, strlen(want)) == 0;
 }
 
@@ -166,14 +169,14 @@ static void *wrap_proc(const char *symbol, void *realfn, int version, cuuint64_t
 	int cand[8], nc = 0;
 	int account = 0;
 	for (int i = 0; i < GS_NSYMS && nc < 8; i++)
-		if (gs_syms[i].wrapper && (gs_syms[i].flags & GS_F_CUDA) && !strcmp(gs_syms[i].base, symbol)) {
+		if (gs_syms[i].wrapper && (gs_syms[i].flags & GS_SYM_IN_LIBCUDA) && !strcmp(gs_syms[i].base, symbol)) {
 			cand[nc++] = i;
-			account |= gs_syms[i].flags & GS_F_ACCOUNT;
+			account |= gs_syms[i].flags & GS_SYM_ACCOUNTED;
 		}
 	if (!nc)
 		return realfn;
 	/* 1: the variant whose exported address the driver returned */
-	void *h = driver_handle(GS_F_CUDA);
+	void *h = driver_handle(GS_SYM_IN_LIBCUDA);
 	for (int k = 0; k < nc && h; k++) {
 		void *p = real_dlsym()(h, gs_syms[cand[k]].name);
 		if (p == realfn) {
@@ -196,7 +199,8 @@ static void *wrap_proc(const char *symbol, void *realfn, int version, cuuint64_t
 	int best = -1;
 	for (int k = 0; k < nc; k++) {
 		struct gs_sym *s = &gs_syms[cand[k]];
-		if (version > GS_KNOWN_CUDA_VERSION || s->min_version > version || ((s->flags & GS_F_PTSZ) != 0) != ptsz)
+		bool s_ptsz = (s->flags & GS_SYM_PER_THREAD_STREAM) != 0;
+		if (version > GS_KNOWN_CUDA_VERSION || s->min_version > version || s_ptsz != ptsz)
 			continue;
 		if (best < 0 || s->min_version > gs_syms[best].min_version)
 			best = cand[k];

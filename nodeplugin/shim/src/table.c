@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "shim_internal.h"
 
 #define STRIPES 64
@@ -24,16 +25,6 @@ struct stripe {
 struct gs_table {
 	struct stripe s[STRIPES];
 };
-
-static inline uint64_t mix(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ull;
-	k ^= k >> 33;
-	return k;
-}
 
 static inline void spin_lock(int *l)
 {
@@ -90,14 +81,14 @@ static int grow(struct stripe *s)
 	s->len = 0;
 	for (size_t i = 0; i < oldcap; i++)
 		if (old[i].key)
-			raw_put(s, &old[i], mix(old[i].key));
+			raw_put(s, &old[i], gs_mix64(old[i].key));
 	free(old);
 	return 0;
 }
 
 void gs_table_put(struct gs_table *t, const struct gs_entry *e)
 {
-	uint64_t h = mix(e->key);
+	uint64_t h = gs_mix64(e->key);
 	struct stripe *s = stripe_of(t, h);
 	spin_lock(&s->lock);
 	if ((!s->cells || (s->len + 1) * 2 > ((size_t)1 << s->bits)) && grow(s) != 0 && !s->cells) {
@@ -118,7 +109,7 @@ static void remove_at(struct stripe *s, size_t i)
 		j = (j + 1) & mask;
 		if (s->cells[j].key == 0)
 			break;
-		size_t k = home(s, mix(s->cells[j].key));
+		size_t k = home(s, gs_mix64(s->cells[j].key));
 		/* move j to i if its home is not cyclically within (i, j] */
 		if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
 			s->cells[i] = s->cells[j];
@@ -133,7 +124,7 @@ static bool lookup(struct gs_table *t, uint64_t key, struct gs_entry *out, bool 
 {
 	if (!key)
 		return false;
-	uint64_t h = mix(key);
+	uint64_t h = gs_mix64(key);
 	struct stripe *s = stripe_of(t, h);
 	bool found = false;
 	spin_lock(&s->lock);
@@ -183,9 +174,9 @@ uint64_t gs_table_sweep(struct gs_table *t, uint64_t aux, uint32_t kinds_mask, u
 	return bytes;
 }
 
-void gs_table_reset(struct gs_table *t)
+/* after fork, in the child: no malloc, no waiting on the parent's threads */
+static void table_reset(struct gs_table *t)
 {
-	/* after fork, in the child: no malloc, no waiting on the parent's threads */
 	for (int k = 0; k < STRIPES; k++) {
 		struct stripe *s = &t->s[k];
 		s->lock = 0;
@@ -193,4 +184,11 @@ void gs_table_reset(struct gs_table *t)
 			memset(s->cells, 0, ((size_t)1 << s->bits) * sizeof *s->cells);
 		s->len = 0;
 	}
+}
+
+/* The parent's allocations are not the child's. */
+void gs_tables_after_fork(void)
+{
+	for (int i = 0; i < GS_NTABLES; i++)
+		table_reset(&tables[i]);
 }

@@ -1,9 +1,9 @@
-// Package slices turns discovered GPUs into the ResourceSlices the node
+// Package publish turns discovered GPUs into the ResourceSlices the node
 // plugin publishes: per GPU one slice holding a CounterSet (its memory and
 // 100 % compute) and one slice of partitionable devices, 100/fraction of
 // them for each offered fraction, each consuming its share of the counters.
 // The scheduler then never places slices adding up to more than the GPU.
-package slices
+package publish
 
 import (
 	"fmt"

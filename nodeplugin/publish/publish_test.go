@@ -1,4 +1,4 @@
-package slices_test
+package publish_test
 
 import (
 	"fmt"
@@ -10,8 +10,8 @@ import (
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/nodeplugin/discovery"
+	"github.com/gpuslice/gpuslice/nodeplugin/publish"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
-	"github.com/gpuslice/gpuslice/nodeplugin/slices"
 )
 
 func discover(t *testing.T, lib nvml.Interface) discovery.Result {
@@ -33,7 +33,7 @@ func TestSliceModel(t *testing.T) {
 			if len(res.GPUs) != n || len(res.Skipped) != 0 {
 				t.Fatalf("discovered %d GPUs, skipped %v; want %d and none", len(res.GPUs), res.Skipped, n)
 			}
-			dr := slices.Build("node-a", res.GPUs, contract.DefaultFractions)
+			dr := publish.Build("node-a", res.GPUs, contract.DefaultFractions)
 			pool, ok := dr.Pools["node-a"]
 			if !ok || len(dr.Pools) != 1 {
 				t.Fatalf("pools %v: want one named after the node", dr.Pools)
@@ -82,7 +82,7 @@ func TestSliceModel(t *testing.T) {
 // classes select on.
 func TestDeviceAttributes(t *testing.T) {
 	res := discover(t, simulate.New(simulate.Spec{Profile: "v100-32gb", Count: 2}, "node-a"))
-	dr := slices.Build("node-a", res.GPUs, []int{25})
+	dr := publish.Build("node-a", res.GPUs, []int{25})
 	d := dr.Pools["node-a"].Slices[3].Devices[2]
 	if d.Name != "gpu-1-25pct-3" {
 		t.Errorf("device name %q, want gpu-1-25pct-3", d.Name)
@@ -145,11 +145,11 @@ func TestBrokenGPUsAreSkipped(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	if f, err := slices.ParseFractions("50, 25,100"); err != nil || fmt.Sprint(f) != "[25 50 100]" {
+	if f, err := publish.ParseFractions("50, 25,100"); err != nil || fmt.Sprint(f) != "[25 50 100]" {
 		t.Errorf("ParseFractions: %v %v", f, err)
 	}
 	for _, bad := range []string{"30", "0", "25,25", "x"} {
-		if _, err := slices.ParseFractions(bad); err == nil {
+		if _, err := publish.ParseFractions(bad); err == nil {
 			t.Errorf("ParseFractions(%q) accepted", bad)
 		}
 	}
