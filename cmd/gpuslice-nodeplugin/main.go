@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
 	"github.com/gpuslice/gpuslice/nodeplugin/publish"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
@@ -66,6 +67,8 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.cfg.DriverRootInPlugin, "driver-root-in-plugin", "", "where the plugin's container mounts --driver-root (default: --driver-root itself)")
 	f.StringVar(&o.cfg.ShimSource, "shim-library", "/usr/local/lib/gpuslice/libgpuslice.so", "the libgpuslice.so shipped with this plugin; installed into --shim-dir under a versioned name")
 	f.StringVar(&o.cfg.ShimDir, "shim-dir", "/var/lib/gpuslice/shim", "host directory the shim library is installed into")
+	f.StringVar(&o.cfg.DevDir, "dev-dir", "/dev", "the host's /dev as the plugin sees it: GPU device nodes are read there")
+	f.StringVar(&o.cfg.BootIDFile, "boot-id-file", checkpoint.DefaultBootIDFile, "file whose content changes on every boot of the node: a new value means a reboot (local clusters simulate one with a file of their own)")
 	f.StringVar(&o.metricsAddress, "metrics-address", ":9400", "address serving /metrics and /healthz; empty turns it off")
 	// klog's verbosity only: the plugin logs to stderr, where the kubelet
 	// and `kubectl logs` collect it.
@@ -99,6 +102,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer shutdown()
 	o.cfg.NVML = lib
+	o.cfg.SimulatedGPUs = o.simulate != ""
 	o.cfg.Logger = klog.Background()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

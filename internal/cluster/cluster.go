@@ -21,6 +21,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/gpuslice/gpuslice/internal/proc"
 )
 
 // Options configure Start. The zero value is a fresh cluster in a temporary
@@ -54,7 +56,7 @@ type Cluster struct {
 	StartupTime time.Duration
 
 	removeDir bool
-	procs     []*process // in start order: etcd first
+	procs     []*proc.Process // in start order: etcd first
 	client    kubernetes.Interface
 	logf      func(string, ...any)
 
@@ -205,6 +207,9 @@ func (c *Cluster) start(ctx context.Context, bins map[string]string, apiPort int
 		// Real clusters allow privileged pods; gpuslice's admission policies
 		// are what refuse them in tenant namespaces, so tests must see those.
 		"--allow-privileged=true",
+		// Real local nodes are named, not resolvable: reach kubelets (logs,
+		// exec) at their InternalIP.
+		"--kubelet-preferred-address-types=InternalIP,Hostname",
 		"--profiling=false",
 	}, logDir)
 	if err != nil {
@@ -255,8 +260,8 @@ func (c *Cluster) start(ctx context.Context, bins map[string]string, apiPort int
 	return nil
 }
 
-func (c *Cluster) run(name, binary string, args []string, logDir string) (*process, error) {
-	p, err := startProcess(name, binary, logDir, args)
+func (c *Cluster) run(name, binary string, args []string, logDir string) (*proc.Process, error) {
+	p, err := proc.Run(name, binary, logDir, args)
 	if err != nil {
 		return nil, err
 	}
@@ -266,11 +271,11 @@ func (c *Cluster) run(name, binary string, args []string, logDir string) (*proce
 
 // waitHealthy polls a health endpoint until it answers 200, the component
 // exits, or ctx ends.
-func (c *Cluster) waitHealthy(ctx context.Context, p *process, url string, withToken bool) error {
+func (c *Cluster) waitHealthy(ctx context.Context, p *proc.Process, url string, withToken bool) error {
 	client := insecureLoopbackClient()
 	var lastErr error
 	for {
-		if err := p.exitError(); err != nil {
+		if err := p.ExitError(); err != nil {
 			return fmt.Errorf("%w (a port already in use or a bad flag is the usual cause; see its log below)", err)
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -289,7 +294,7 @@ func (c *Cluster) waitHealthy(ctx context.Context, p *process, url string, withT
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s not healthy before the start-up timeout: %v", p.name, lastErr)
+			return fmt.Errorf("%s not healthy before the start-up timeout: %v", p.Name, lastErr)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -298,8 +303,8 @@ func (c *Cluster) waitHealthy(ctx context.Context, p *process, url string, withT
 // StopAPIServer stops kube-apiserver alone, as an outage would; the other
 // components keep running and retry. StartAPIServer brings it back.
 func (c *Cluster) StopAPIServer() {
-	if p := c.proc(KubeAPIServer); p != nil {
-		p.stop(15 * time.Second)
+	if p := c.process(KubeAPIServer); p != nil {
+		p.Stop(15 * time.Second)
 	}
 }
 
@@ -307,13 +312,13 @@ func (c *Cluster) StopAPIServer() {
 // port and waits until it is ready.
 func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	for i, p := range c.procs {
-		if p.name != KubeAPIServer {
+		if p.Name != KubeAPIServer {
 			continue
 		}
-		if p.running() {
+		if p.Running() {
 			return nil
 		}
-		np, err := startProcess(p.name, p.binary, filepath.Dir(p.logPath), p.args)
+		np, err := p.Restart()
 		if err != nil {
 			return err
 		}
@@ -323,9 +328,9 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	return fmt.Errorf("no kube-apiserver in this cluster")
 }
 
-func (c *Cluster) proc(name string) *process {
+func (c *Cluster) process(name string) *proc.Process {
 	for _, p := range c.procs {
-		if p.name == name {
+		if p.Name == name {
 			return p
 		}
 	}
@@ -351,7 +356,7 @@ func (c *Cluster) Client() kubernetes.Interface { return c.client }
 func (c *Cluster) PIDs() []int {
 	pids := make([]int, 0, len(c.procs))
 	for _, p := range c.procs {
-		pids = append(pids, p.pid())
+		pids = append(pids, p.PID())
 	}
 	return pids
 }
@@ -361,7 +366,7 @@ func (c *Cluster) PIDs() []int {
 func (c *Cluster) LogTails(lines int) string {
 	var b strings.Builder
 	for _, p := range c.procs {
-		fmt.Fprintf(&b, "--- last %d lines of %s (%s) ---\n%s\n", lines, p.name, p.logPath, p.logTail(lines))
+		fmt.Fprintf(&b, "--- last %d lines of %s (%s) ---\n%s\n", lines, p.Name, p.LogPath, p.LogTail(lines))
 	}
 	return b.String()
 }
@@ -376,7 +381,7 @@ func (c *Cluster) Stop() {
 			<-c.beatsDone
 		}
 		for i := len(c.procs) - 1; i >= 0; i-- {
-			c.procs[i].stop(15 * time.Second)
+			c.procs[i].Stop(15 * time.Second)
 		}
 		if c.removeDir {
 			_ = os.RemoveAll(c.Dir)
@@ -388,7 +393,7 @@ func (c *Cluster) Stop() {
 func (c *Cluster) Failed() error {
 	var errs []error
 	for _, p := range c.procs {
-		if err := p.exitError(); err != nil {
+		if err := p.ExitError(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -40,7 +40,7 @@ func startNodePlugin(ctx context.Context, c *cluster.Cluster, dir, binDir, node 
 	if err != nil {
 		return nil, NodePlugin{}, fmt.Errorf("node plugin of %s: %w", node, err)
 	}
-	cfg := driver.LocalDirs(driver.Config{
+	cfg := driver.LocalDirs(driver.Config{SimulatedGPUs: true,
 		NodeName: node, NodeUID: n.UID, Client: c.Client(),
 		NVML: simulate.New(SimulatedGPU, node), Fractions: contract.DefaultFractions,
 		DriverRoot: filepath.Join(dir, "nodes", node, "driver-root"), ShimSource: lib,

@@ -46,6 +46,8 @@ type Host struct {
 	PreloadFile string
 	// DriverFiles are the driver's libraries and tools (FindDriverFiles).
 	DriverFiles []DriverFile
+	// Devices give the GPU device nodes their numbers.
+	Devices Devices
 }
 
 // DeviceID is the qualified CDI device name of a claim's slice.
@@ -73,9 +75,11 @@ func Build(s Slice, h Host) (*specs.Spec, error) {
 			{HostPath: s.AccountingDir, ContainerPath: contract.ContainerAccountingDir, Options: []string{"rw", "nosuid", "nodev", "noexec", "bind"}},
 		},
 	}
-	for _, path := range []string{fmt.Sprintf("/dev/nvidia%d", s.GPUMinor), "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"} {
-		edits.DeviceNodes = append(edits.DeviceNodes, &specs.DeviceNode{Path: path, Permissions: "rw"})
+	nodes, err := h.Devices.Nodes(s.GPUMinor)
+	if err != nil {
+		return nil, fmt.Errorf("CDI spec of claim %s: %w", s.ClaimUID, err)
 	}
+	edits.DeviceNodes = nodes
 	for _, f := range h.DriverFiles {
 		edits.Mounts = append(edits.Mounts, &specs.Mount{HostPath: f.HostPath, ContainerPath: f.ContainerPath, Options: []string{"ro", "nosuid", "nodev", "bind"}})
 	}

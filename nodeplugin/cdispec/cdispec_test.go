@@ -2,10 +2,12 @@ package cdispec_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	specs "tags.cncf.io/container-device-interface/specs-go"
@@ -62,7 +64,7 @@ func TestSpecContent(t *testing.T) {
 	files, _ := cdispec.FindDriverFiles(root, root, "550.54.15")
 	spec, err := cdispec.Build(cdispec.Slice{
 		ClaimUID: "0b6e4c3a-uid", GPUUUID: "GPU-abc", GPUMinor: 3, MemoryBytes: 8 << 30, Fraction: 25, AccountingDir: "/run/gpuslice/claims/0b6e4c3a-uid",
-	}, cdispec.Host{ShimLibrary: "/var/lib/gpuslice/shim/libgpuslice-1a2b.so", PreloadFile: "/var/lib/gpuslice/ld.so.preload", DriverFiles: files})
+	}, cdispec.Host{ShimLibrary: "/var/lib/gpuslice/shim/libgpuslice-1a2b.so", PreloadFile: "/var/lib/gpuslice/ld.so.preload", DriverFiles: files, Devices: cdispec.Devices{Simulated: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,11 +97,13 @@ func TestSpecContent(t *testing.T) {
 			t.Errorf("env lacks %s: %v", env, e.Env)
 		}
 	}
+	// Type and numbers in the spec, so a runtime never stats host files a
+	// simulated node lacks.
 	var nodes []string
 	for _, d := range e.DeviceNodes {
-		nodes = append(nodes, d.Path)
+		nodes = append(nodes, fmt.Sprintf("%s %s %d:%d", d.Path, d.Type, d.Major, d.Minor))
 	}
-	if !slices.Equal(nodes, []string{"/dev/nvidia3", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}) {
+	if !slices.Equal(nodes, []string{"/dev/nvidia3 c 195:3", "/dev/nvidiactl c 195:255", "/dev/nvidia-uvm c 235:0", "/dev/nvidia-uvm-tools c 235:1"}) {
 		t.Errorf("device nodes %v", nodes)
 	}
 	mounts := map[string]*specs.Mount{}
@@ -131,5 +135,42 @@ func TestSpecContent(t *testing.T) {
 	}
 	if err := w.Remove("0b6e4c3a-uid"); err != nil {
 		t.Errorf("second Remove: %v", err)
+	}
+}
+
+// On a GPU node the numbers come from the host's device files.
+func TestDeviceNumbersFromHost(t *testing.T) {
+	dev := t.TempDir()
+	// /dev/null (1:3) and /dev/zero (1:5) stand in for the driver's files.
+	for name, target := range map[string]string{"nvidia1": "/dev/null", "nvidiactl": "/dev/zero", "nvidia-uvm": "/dev/null", "nvidia-uvm-tools": "/dev/zero"} {
+		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes, err := cdispec.Devices{Dir: dev}.Nodes(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range nodes {
+		got = append(got, fmt.Sprintf("%s %s %d:%d", n.Path, n.Type, n.Major, n.Minor))
+	}
+	if want := []string{"/dev/nvidia1 c 1:3", "/dev/nvidiactl c 1:5", "/dev/nvidia-uvm c 1:3", "/dev/nvidia-uvm-tools c 1:5"}; !slices.Equal(got, want) {
+		t.Errorf("device nodes %v, want %v", got, want)
+	}
+
+	// A node whose driver did not create nvidia-uvm yet: said, with the fix.
+	if err := os.Remove(filepath.Join(dev, "nvidia-uvm")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (cdispec.Devices{Dir: dev}).Nodes(1); err == nil || !strings.Contains(err.Error(), "nvidia-modprobe -u") {
+		t.Errorf("missing nvidia-uvm: error %v, want one naming nvidia-modprobe -u", err)
+	}
+	// A regular file is not a device.
+	if err := os.WriteFile(filepath.Join(dev, "nvidia-uvm"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (cdispec.Devices{Dir: dev}).Nodes(1); err == nil || !strings.Contains(err.Error(), "not a character device") {
+		t.Errorf("regular file as nvidia-uvm: error %v", err)
 	}
 }

@@ -86,7 +86,7 @@ func TestRBACAndPolicy(t *testing.T) {
 	dir := t.TempDir()
 	shimLib := filepath.Join(dir, "libgpuslice.so")
 	os.WriteFile(shimLib, []byte("stand-in"), 0o644)
-	p, err := driver.Start(ctx, driver.LocalDirs(driver.Config{
+	p, err := driver.Start(ctx, driver.LocalDirs(driver.Config{SimulatedGPUs: true,
 		NodeName: "node-a", Client: sa, NVML: nvml.Interface(simulate.New(simulate.Spec{Profile: "v100-32gb", Count: 1}, "node-a")),
 		Fractions: contract.DefaultFractions, ShimSource: shimLib,
 	}, dir))

@@ -45,6 +45,11 @@ type Config struct {
 	// installed into ShimDir under a name carrying its content hash.
 	ShimSource string
 	ShimDir    string
+	// DevDir is the host's /dev as the plugin sees it: the GPU device
+	// nodes' numbers are read there. SimulatedGPUs have no device files;
+	// their nodes get the numbers the NVIDIA driver gives them.
+	DevDir        string
+	SimulatedGPUs bool
 	// BootIDFile is read to notice reboots (checkpoint.DefaultBootIDFile).
 	BootIDFile string
 	// ProcRoot is where GPU processes' cgroups are read to attribute them

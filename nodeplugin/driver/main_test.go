@@ -97,7 +97,7 @@ func pluginConfig(client kubernetes.Interface, node, dir string, gpus int) drive
 		_ = os.WriteFile(bootID, []byte("boot-1\n"), 0o644)
 	}
 	lib := simulate.New(simulate.Spec{Profile: "v100-32gb", Count: gpus}, node)
-	return driver.LocalDirs(driver.Config{
+	return driver.LocalDirs(driver.Config{SimulatedGPUs: true,
 		NodeName: node, Client: client, NVML: lib, Fractions: contract.DefaultFractions,
 		DriverRoot: filepath.Join(dir, "driver-root"), ShimSource: shimSource, BootIDFile: bootID,
 		Logger: klog.Background(),

@@ -121,6 +121,7 @@ func (p *Plugin) setUpHost() error {
 	if p.host.PreloadFile, err = writePreloadFile(p.cfg.StateDir); err != nil {
 		return err
 	}
+	p.host.Devices = cdispec.Devices{Dir: p.cfg.DevDir, Simulated: p.cfg.SimulatedGPUs}
 	if p.host.DriverFiles, err = cdispec.FindDriverFiles(p.cfg.DriverRootInPlugin, p.cfg.DriverRoot, driverVersion(p.gpus)); err != nil {
 		return err
 	}

@@ -1,0 +1,423 @@
+// Package realnode runs real Kubernetes nodes on this machine for the local
+// cluster: for each node its own containerd (with runc and the CNI bridge
+// plugin), a kubelet registered with the local control plane, and the
+// gpuslice node plugin on simulated GPUs. Containers run for real; only the
+// GPU silicon and its driver are simulated (go-nvml's mock in the plugin,
+// the fake libcuda and libnvidia-ml inside containers).
+//
+// Several nodes, from several processes, share one machine: each takes a
+// slot (bridge, pod subnet and node IP, cgroup tree), runs its daemons in a
+// private mount namespace (their mounts never reach the host and vanish
+// with them; the host paths kubelet and containerd hard-code are shadowed
+// by the node's own directories) and has a reaper that cleans up after it
+// when its owner dies. Real nodes need root, writable cgroups and overlayfs
+// (Check says what is missing).
+package realnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpuslice/gpuslice/internal/proc"
+)
+
+// Options describe one node.
+type Options struct {
+	Name string
+	// Dir holds the node's configuration, state and logs; it is emptied
+	// first and kept after Stop (its logs stay readable).
+	Dir string
+	// BinDir holds kubelet, containerd, ctr, containerd-shim-runc-v2, runc,
+	// cni/ (make tools), gpuslice-nodeplugin and shim/ (make build).
+	BinDir string
+	// Kubeconfig reaches the control plane as an administrator; Client is
+	// a client built from it.
+	Kubeconfig string
+	Client     kubernetes.Interface
+	// PauseImage is the pod sandbox image; Mirrors send pulls of a
+	// registry name to a URL (the local registry), e.g.
+	// "registry.gpuslice.test" → "http://127.0.0.1:41234".
+	PauseImage string
+	Mirrors    map[string]string
+	Labels     map[string]string
+	// NodePlugin, when set, runs the gpuslice node plugin for the node as a
+	// host process; nil leaves the node without one (the platform's
+	// DaemonSet runs it as a pod instead).
+	NodePlugin *NodePluginOptions
+	// Timeout bounds Start; 0 means two minutes.
+	Timeout time.Duration
+	Logf    func(format string, args ...any)
+}
+
+// NodePluginOptions configure the node plugin of a node.
+type NodePluginOptions struct {
+	// GPUs is the simulated hardware, e.g. "v100-32gb:1".
+	GPUs      string
+	Fractions string // e.g. "25,50,100"; empty: the plugin's default
+}
+
+// Node is a running real node.
+type Node struct {
+	Name string
+	// IP is the node's InternalIP (on its bridge).
+	IP   string
+	Dir  string
+	opts Options
+	l    layout
+	rec  record
+	ms   []cgroupMount
+
+	reaper *reaper
+	daemon []string // cgroup.procs of the daemons' cgroup
+
+	mu         sync.Mutex
+	containerd *proc.Process
+	kubelet    *proc.Process
+	plugin     *proc.Process
+	stopOnce   sync.Once
+	stopErr    error
+}
+
+// Binaries a real node runs, from BinDir.
+var nodeTools = []string{"kubelet", "containerd", "containerd-shim-runc-v2", "runc", "cni/bridge", "cni/host-local", "cni/loopback"}
+
+// Check says why this machine cannot run real nodes, or nil.
+func Check(binDir string) error {
+	if os.Geteuid() != 0 {
+		return errors.New("real nodes need root (kubelet, containerd and runc manage cgroups, mounts and network links)")
+	}
+	ms, err := cgroupMounts()
+	if err != nil {
+		return fmt.Errorf("real nodes need cgroups: %w", err)
+	}
+	probe := filepath.Join(ms[0].Path, fmt.Sprintf("gpuslice-probe-%d", os.Getpid()))
+	if err := os.Mkdir(probe, 0o755); err != nil {
+		return fmt.Errorf("real nodes need writable cgroups: %w", err)
+	}
+	_ = os.Remove(probe)
+	fss, err := os.ReadFile("/proc/filesystems")
+	if err != nil || !strings.Contains(string(fss), "\toverlay\n") {
+		return errors.New("real nodes need overlayfs (containerd's snapshotter): load the overlay module")
+	}
+	for _, t := range nodeTools {
+		if info, err := os.Stat(filepath.Join(binDir, t)); err != nil || info.IsDir() {
+			return fmt.Errorf("%s not found in %s: run `make tools`", t, binDir)
+		}
+	}
+	return nil
+}
+
+// Start starts containerd, kubelet and (when asked) the node plugin, and
+// returns once the node is Ready and its slices are published. On failure
+// everything already started is cleaned up again.
+func Start(ctx context.Context, opts Options) (*Node, error) {
+	if opts.Timeout == 0 {
+		opts.Timeout = 2 * time.Minute
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	if err := Check(opts.BinDir); err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("clear node directory %s: %w", dir, err)
+	}
+	n := &Node{Name: opts.Name, Dir: dir, opts: opts, l: layout(dir)}
+	var hostPaths []string
+	for _, s := range n.l.shadows() {
+		hostPaths = append(hostPaths, s[1])
+	}
+	if n.rec, err = takeSlot(opts.Name, dir, hostPaths); err != nil {
+		return nil, err
+	}
+	n.IP = nodeIP(n.rec.Slot)
+	if n.reaper, err = startReaper(n.rec.Slot); err != nil {
+		_ = releaseSlot(n.rec.Slot)
+		return nil, err
+	}
+	if err := n.start(ctx); err != nil {
+		tails := n.LogTails(30)
+		_ = n.Stop()
+		return nil, fmt.Errorf("start real node %s: %w\n%s", opts.Name, err, tails)
+	}
+	return n, nil
+}
+
+func (n *Node) start(ctx context.Context) error {
+	began := time.Now()
+	l := n.l
+	for _, d := range []string{l.logs(), l.containerdRoot(), l.containerdState(), l.registryHosts(), l.kubeletRoot(), l.kubeletCerts(),
+		l.podLogs(), l.volumePlugins(), l.cniConf(), l.cniIPAM(), l.cdiDir(), l.accountingDir(), l.pluginState(), l.path("containerd", "opt"), l.path("run", "tmp"), l.path("run", "runc")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	for _, s := range l.shadows() {
+		if err := os.MkdirAll(s[0], 0o755); err != nil {
+			return err
+		}
+	}
+	var err error
+	if n.ms, err = cgroupMounts(); err != nil {
+		return err
+	}
+	if n.daemon, err = createCgroup(n.ms, n.rec.CgroupRel+"/daemons"); err != nil {
+		return err
+	}
+	// kubelet's cgroup root must exist in every hierarchy beforehand.
+	if _, err := createCgroup(n.ms, n.rec.CgroupRel); err != nil {
+		return err
+	}
+	if err := createBridge(n.rec.Slot); err != nil {
+		return err
+	}
+	if err := writeCNIConfig(l.cniConf(), l.cniIPAM(), n.rec.Slot); err != nil {
+		return err
+	}
+	if err := n.startContainerd(ctx); err != nil {
+		return err
+	}
+	n.opts.Logf("node %s: containerd ready (%s)", n.Name, time.Since(began).Round(10*time.Millisecond))
+	if err := n.writeKubelet(); err != nil {
+		return err
+	}
+	if err := n.startKubelet(ctx); err != nil {
+		return err
+	}
+	n.opts.Logf("node %s: Ready at %s (%s)", n.Name, n.IP, time.Since(began).Round(10*time.Millisecond))
+	if n.opts.NodePlugin != nil {
+		if err := n.startNodePlugin(ctx, true); err != nil {
+			return err
+		}
+		n.opts.Logf("node %s: node plugin registered, slices published (%s)", n.Name, time.Since(began).Round(10*time.Millisecond))
+	}
+	return nil
+}
+
+func (n *Node) startContainerd(ctx context.Context) error {
+	l := n.l
+	if err := writeContainerdConfig(l.containerdConfig(), containerdValues{
+		Root: l.containerdRoot(), State: l.containerdState(), Temp: l.path("run", "tmp"), Socket: l.containerdSocket(),
+		Opt: l.path("containerd", "opt"), PauseImage: n.opts.PauseImage, RegistryHosts: l.registryHosts(),
+		CDIDir: l.cdiDir(), Runc: filepath.Join(n.opts.BinDir, "runc"), RuncRoot: l.path("run", "runc"),
+		CNIBin: filepath.Join(n.opts.BinDir, "cni"), CNIConf: l.cniConf(),
+	}, n.opts.Mirrors); err != nil {
+		return fmt.Errorf("write containerd configuration: %w", err)
+	}
+	launch := launch{
+		CgroupProcs: n.daemon, NewMountNS: true, Binds: l.shadows(),
+		Argv: []string{filepath.Join(n.opts.BinDir, "containerd"), "--config", l.containerdConfig()},
+	}
+	cmd, err := launch.command()
+	if err != nil {
+		return err
+	}
+	// containerd finds containerd-shim-runc-v2 on PATH.
+	cmd.Env = append(cmd.Env, "PATH="+n.opts.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	p, err := proc.Start("containerd", cmd, l.logs())
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.containerd = p
+	n.mu.Unlock()
+	return waitFor(ctx, p, "containerd to listen on "+l.containerdSocket(), func(context.Context) (bool, error) {
+		c, err := net.Dial("unix", l.containerdSocket())
+		if err != nil {
+			return false, nil
+		}
+		c.Close()
+		return true, nil
+	})
+}
+
+func (n *Node) writeKubelet() error {
+	cfg := kubeletConfig(n.l, n.rec.Slot, "/"+n.rec.CgroupRel, v1Mounts(n.ms))
+	return writeKubeletConfig(n.l.kubeletConfig(), cfg)
+}
+
+func (n *Node) kubeletCommand() (*proc.Process, error) {
+	l := n.l
+	args := []string{filepath.Join(n.opts.BinDir, "kubelet"),
+		"--config=" + l.kubeletConfig(),
+		"--kubeconfig=" + n.opts.Kubeconfig,
+		"--root-dir=" + l.kubeletRoot(),
+		"--cert-dir=" + l.kubeletCerts(),
+		"--hostname-override=" + n.Name,
+		"--node-ip=" + n.IP,
+		"--v=2",
+	}
+	if len(n.opts.Labels) > 0 {
+		var kv []string
+		for k, v := range n.opts.Labels {
+			kv = append(kv, k+"="+v)
+		}
+		args = append(args, "--node-labels="+strings.Join(kv, ","))
+	}
+	n.mu.Lock()
+	containerd := n.containerd.PID()
+	n.mu.Unlock()
+	// kubelet's mounts (volumes, its root made shared) must be where
+	// containerd and runc see them: containerd's namespace.
+	cmd, err := launch{CgroupProcs: n.daemon, JoinMountNS: containerd, Argv: args}.command()
+	if err != nil {
+		return nil, err
+	}
+	return proc.Start("kubelet", cmd, l.logs())
+}
+
+func (n *Node) startKubelet(ctx context.Context) error {
+	p, err := n.kubeletCommand()
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.kubelet = p
+	n.mu.Unlock()
+	return waitFor(ctx, p, "node "+n.Name+" to be Ready", func(ctx context.Context) (bool, error) {
+		node, err := n.opts.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// waitFor polls done until it holds, p exits, or ctx ends.
+func waitFor(ctx context.Context, p *proc.Process, what string, done func(context.Context) (bool, error)) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, err := done(ctx)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-p.Exited():
+			return fmt.Errorf("waiting for %s: %w", what, p.ExitError())
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// Stop stops the node's daemons and containers, removes its cgroups,
+// bridge and Node object, and gives its slot back. Its directory stays.
+// It is safe to call more than once.
+func (n *Node) Stop() error {
+	n.stopOnce.Do(func() {
+		var errs []error
+		n.mu.Lock()
+		kubelet, plugin, containerd := n.kubelet, n.plugin, n.containerd
+		n.mu.Unlock()
+		// The order of a node shutting down: kubelet first, so it does not
+		// restart what is being stopped.
+		for _, p := range []*proc.Process{kubelet, plugin, containerd} {
+			if p != nil {
+				p.Stop(10 * time.Second)
+			}
+		}
+		if err := cleanUp(n.rec); err != nil {
+			errs = append(errs, err)
+		}
+		if n.opts.Client != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := n.opts.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
+			cancel()
+			if err != nil && !apierrors.IsNotFound(err) && !isUnreachable(err) {
+				errs = append(errs, fmt.Errorf("delete node %s: %w", n.Name, err))
+			}
+		}
+		if err := releaseSlot(n.rec.Slot); err != nil {
+			errs = append(errs, err)
+		}
+		if n.reaper != nil {
+			if err := n.reaper.dismiss(); err != nil {
+				errs = append(errs, fmt.Errorf("node reaper: %w", err))
+			}
+		}
+		n.stopErr = errors.Join(errs...)
+	})
+	return n.stopErr
+}
+
+// isUnreachable: a control plane stopped before its nodes has nothing to
+// delete any more.
+func isUnreachable(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// PIDs lists the node's running daemons, for checks that nothing is left.
+func (n *Node) PIDs() []int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var pids []int
+	for _, p := range []*proc.Process{n.containerd, n.kubelet, n.plugin} {
+		if p != nil && p.Running() {
+			pids = append(pids, p.PID())
+		}
+	}
+	return pids
+}
+
+// LogTails returns the last lines of each daemon's log.
+func (n *Node) LogTails(lines int) string {
+	var b strings.Builder
+	for _, name := range []string{"containerd", "kubelet", "gpuslice-nodeplugin"} {
+		path := filepath.Join(n.l.logs(), name+".log")
+		if _, err := os.Stat(path); err == nil {
+			fmt.Fprintf(&b, "--- last %d lines of %s on %s (%s) ---\n%s\n", lines, name, n.Name, path, proc.TailFile(path, lines))
+		}
+	}
+	return b.String()
+}
+
+// Slot is the node's slot on this machine (its bridge is gpuslice<slot>).
+func (n *Node) Slot() int { return n.rec.Slot }
+
+// CgroupRel is the node's cgroup below every hierarchy's root.
+func (n *Node) CgroupRel() string { return n.rec.CgroupRel }
+
+// CDIDir is where the node's container runtime reads CDI specs.
+func (n *Node) CDIDir() string { return n.l.cdiDir() }
+
+// AccountingDir holds one accounting directory per prepared claim.
+func (n *Node) AccountingDir() string { return n.l.accountingDir() }
+
+// KubeletRoot is the kubelet's --root-dir.
+func (n *Node) KubeletRoot() string { return n.l.kubeletRoot() }
+
+// DriverRoot is the simulated driver's root (fake libraries, nvidia-smi).
+func (n *Node) DriverRoot() string { return n.l.driverRoot() }
+
+// ContainerdSocket is the node's CRI endpoint.
+func (n *Node) ContainerdSocket() string { return n.l.containerdSocket() }
