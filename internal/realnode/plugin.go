@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 
@@ -24,7 +25,6 @@ const MetricsPort = 9400
 // daemon cgroup, with the directories a DaemonSet would mount, and waits
 // until the node's slices are published.
 func (n *Node) startNodePlugin(ctx context.Context, fresh bool) error {
-	o := n.opts.NodePlugin
 	l := n.l
 	if fresh {
 		if err := populateDriverRoot(l.driverRoot(), n.opts.BinDir); err != nil {
@@ -34,6 +34,41 @@ func (n *Node) startNodePlugin(ctx context.Context, fresh bool) error {
 			return err
 		}
 	}
+	if err := n.startNodePluginProcess(); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	p := n.plugin
+	n.mu.Unlock()
+	// /healthz answers once the plugin has started (registered with the
+	// kubelet, specs of prepared claims in place).
+	healthz := fmt.Sprintf("http://%s:%d/healthz", n.IP, MetricsPort)
+	return waitFor(ctx, p, "the node plugin of "+n.Name+" to start and publish its slices", func(ctx context.Context) (bool, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, healthz, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false, nil
+		}
+		slices, err := n.opts.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+		if err != nil {
+			return false, nil
+		}
+		for _, s := range slices.Items {
+			if len(s.Spec.Devices) > 0 {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+func (n *Node) startNodePluginProcess() error {
+	o := n.opts.NodePlugin
+	l := n.l
 	args := []string{filepath.Join(n.opts.BinDir, "gpuslice-nodeplugin"),
 		"--node-name=" + n.Name,
 		"--kubeconfig=" + n.opts.Kubeconfig,
@@ -64,22 +99,7 @@ func (n *Node) startNodePlugin(ctx context.Context, fresh bool) error {
 	n.mu.Lock()
 	n.plugin = p
 	n.mu.Unlock()
-	registration := filepath.Join(l.registrarDir(), "gpuslice.dev-reg.sock")
-	return waitFor(ctx, p, "the node plugin of "+n.Name+" to register and publish its slices", func(ctx context.Context) (bool, error) {
-		if _, err := os.Stat(registration); err != nil {
-			return false, nil
-		}
-		slices, err := n.opts.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
-		if err != nil {
-			return false, nil
-		}
-		for _, s := range slices.Items {
-			if len(s.Spec.Devices) > 0 {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	return nil
 }
 
 // populateDriverRoot lays out the simulated driver as a real one is on a

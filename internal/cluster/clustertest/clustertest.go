@@ -40,12 +40,12 @@ func RequireTools(tb testing.TB) {
 	if testing.Short() {
 		tb.Skip("needs the local control plane; run without -short")
 	}
-	if err := toolsBuilt(); err != nil {
+	if err := ToolsBuilt(); err != nil {
 		testenv.Unavailable(tb, "%v", err)
 	}
 }
 
-func toolsBuilt() error {
+func ToolsBuilt() error {
 	binDir := cluster.FindBinDir()
 	for _, name := range []string{cluster.Etcd, cluster.KubeAPIServer, cluster.KubeScheduler, cluster.KubeControllerManager} {
 		if _, err := cluster.ToolPath(binDir, name); err != nil {
@@ -64,7 +64,7 @@ func Main(m *testing.M, opts cluster.Options, setup func(*cluster.Cluster) error
 	if testing.Short() {
 		return m.Run()
 	}
-	if err := toolsBuilt(); err != nil {
+	if err := ToolsBuilt(); err != nil {
 		skipReason = testenv.UnavailableReason("%v", err)
 		return m.Run()
 	}

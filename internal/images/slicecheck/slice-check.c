@@ -8,6 +8,7 @@
  *
  *   slice-check                 report, then exit (0: the slice held)
  *   slice-check --hold MIB      allocate MIB and keep it until killed
+ *   slice-check --hold MIB --marker FILE   …and create FILE once it holds
  *   slice-check --sleep         report, then sleep until killed
  *
  * Every line starts with "slice-check:"; tests and the demo read them.
@@ -127,8 +128,19 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static void on_term(int sig)
+{
+	(void)sig;
+	_exit(0);
+}
+
+/* sleep_forever waits for the end: as a container's PID 1 it must exit on
+ * SIGTERM itself (PID 1 has no default signal actions), or every pod
+ * deletion would wait out its grace period. */
 static void sleep_forever(void)
 {
+	signal(SIGTERM, on_term);
+	signal(SIGINT, on_term);
 	fflush(stdout);
 	for (;;)
 		pause();
@@ -181,13 +193,16 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	unsigned long long hold = 0;
 	int then_sleep = 0;
+	const char *marker = NULL;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--hold") && i + 1 < argc)
 			hold = strtoull(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--marker") && i + 1 < argc)
+			marker = argv[++i];
 		else if (!strcmp(argv[i], "--sleep"))
 			then_sleep = 1;
 		else {
-			fprintf(stderr, "usage: slice-check [--hold MIB] [--sleep]\n");
+			fprintf(stderr, "usage: slice-check [--hold MIB [--marker FILE]] [--sleep]\n");
 			return 64;
 		}
 	}
@@ -213,6 +228,13 @@ int main(int argc, char **argv)
 		if ((r = cu.mem_alloc(&p, hold * MiB)))
 			die("holding allocation", r);
 		printf("slice-check: holding %llu MiB\n", hold);
+		if (marker) {
+			FILE *f = fopen(marker, "w");
+			if (!f || fclose(f)) {
+				printf("slice-check: cannot create %s\n", marker);
+				return 3;
+			}
+		}
 		sleep_forever();
 	}
 	int held = allocate_until_refused(total_b);

@@ -1,0 +1,39 @@
+// Package nodes proves the node half of gpuslice on real nodes: a real
+// kubelet, containerd and runc run the slices' containers, with the node
+// plugin preparing their claims and the shim enforcing the slice inside,
+// against the simulated V100 of package realnode (only the GPU silicon and
+// its driver are simulated).
+package nodes
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
+)
+
+// gpusliceCLI is the CLI built for these tests: workloads reach the nodes
+// the way users apply them.
+var gpusliceCLI string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "gpuslice-cli-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	gpusliceCLI = filepath.Join(dir, "gpuslice")
+	if out, err := exec.Command("go", "build", "-o", gpusliceCLI, "github.com/gpuslice/gpuslice/cmd/gpuslice").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build gpuslice: %v\n%s", err, out)
+		return 1
+	}
+	return realnodetest.Main(m, realnodetest.Options{Names: []string{"real-1"}})
+}
