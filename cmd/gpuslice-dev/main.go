@@ -42,7 +42,7 @@ func newDevCommand() *cobra.Command {
 	dev.PersistentFlags().StringVar(&dir, "dir", devcluster.DefaultDir(), "directory holding the dev cluster's state, logs and kubeconfig")
 	dev.PersistentFlags().StringVar(&binDir, "bin-dir", "", "directory holding etcd and the kube-* binaries (default: the repository's bin/, built by `make tools`)")
 
-	var nodes int
+	var nodes, realNodes int
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Start the dev cluster in the background (no-op when it is running) and print its KUBECONFIG",
@@ -53,7 +53,7 @@ func newDevCommand() *cobra.Command {
 			}
 			started := time.Now()
 			s, fresh, err := devcluster.Up(cmd.Context(), devcluster.UpOptions{
-				Dir: dir, BinDir: binDir, Nodes: nodes, ServeArgs: []string{"serve"},
+				Dir: dir, BinDir: binDir, RealNodes: realNodes, SimulatedNodes: nodes, ServeArgs: []string{"serve"},
 			})
 			if err != nil {
 				return err
@@ -69,7 +69,8 @@ func newDevCommand() *cobra.Command {
 			return nil
 		},
 	}
-	up.Flags().IntVar(&nodes, "nodes", 2, "number of simulated nodes to register")
+	up.Flags().IntVar(&realNodes, "real-nodes", 2, "number of real nodes (kubelet, containerd, runc; one simulated V100 each; needs root)")
+	up.Flags().IntVar(&nodes, "nodes", 0, "number of simulated nodes to register (API objects with a node plugin, no kubelet: pods are scheduled, never run)")
 
 	serve := &cobra.Command{
 		Use:    "serve",
@@ -80,10 +81,11 @@ func newDevCommand() *cobra.Command {
 			if binDir == "" {
 				binDir = cluster.FindBinDir()
 			}
-			return devcluster.Serve(dir, binDir, nodes)
+			return devcluster.Serve(devcluster.ServeOptions{Dir: dir, BinDir: binDir, RealNodes: realNodes, SimulatedNodes: nodes})
 		},
 	}
-	serve.Flags().IntVar(&nodes, "nodes", 2, "number of simulated nodes to register")
+	serve.Flags().IntVar(&realNodes, "real-nodes", 2, "number of real nodes")
+	serve.Flags().IntVar(&nodes, "nodes", 0, "number of simulated nodes")
 
 	down := &cobra.Command{
 		Use:   "down",

@@ -1,7 +1,9 @@
-// Package devcluster keeps a local control plane (package cluster) running
-// in the background for people: `gpuslice dev up` starts a detached server
-// process that owns the cluster, `dev env` prints how to reach it and
-// `dev down` stops it with nothing left running.
+// Package devcluster keeps a local cluster running in the background for
+// people: `gpuslice dev up` starts a detached server process that owns the
+// control plane (package cluster), the real nodes (package realnode) with
+// the local registry they pull from, simulated nodes, and the host-path
+// storage provisioner; `dev env` prints how to reach it and `dev down`
+// stops it with nothing left running.
 package devcluster
 
 import (
@@ -17,6 +19,10 @@ import (
 	"time"
 
 	"github.com/gpuslice/gpuslice/internal/cluster"
+	"github.com/gpuslice/gpuslice/internal/hostpath"
+	"github.com/gpuslice/gpuslice/internal/images"
+	"github.com/gpuslice/gpuslice/internal/localregistry"
+	"github.com/gpuslice/gpuslice/internal/realnode"
 )
 
 // State is what a running server records in <dir>/state.json.
@@ -28,6 +34,23 @@ type State struct {
 	StartupMS  int64    `json:"startupMs"`
 	// NodePlugins are the node plugins serving the simulated nodes.
 	NodePlugins []NodePlugin `json:"nodePlugins"`
+	// RealNodes run containers; Registry is where they pull from.
+	RealNodes []RealNode `json:"realNodes"`
+	Registry  string     `json:"registry,omitempty"`
+}
+
+// RealNode is where a real node keeps what people look at.
+type RealNode struct {
+	Name   string `json:"name"`
+	IP     string `json:"ip"`
+	Dir    string `json:"dir"`
+	CDIDir string `json:"cdiDir"`
+	// AccountingDir holds one directory per prepared claim.
+	AccountingDir string `json:"accountingDir"`
+	// Cgroup is the node's cgroup below every hierarchy's root; Bridge its
+	// network link.
+	Cgroup string `json:"cgroup"`
+	Bridge string `json:"bridge"`
 }
 
 // DefaultDir is where the dev cluster lives unless told otherwise:
@@ -69,7 +92,10 @@ func Running(dir string) (*State, error) {
 type UpOptions struct {
 	Dir    string
 	BinDir string
-	Nodes  int
+	// RealNodes run kubelet and containerd; SimulatedNodes are API
+	// objects with a node plugin and no kubelet.
+	RealNodes      int
+	SimulatedNodes int
 	// ServeArgs re-runs the current executable as the server; Up appends
 	// the directory, tool and node flags.
 	ServeArgs []string
@@ -96,7 +122,7 @@ func Up(ctx context.Context, opts UpOptions) (*State, bool, error) {
 	}
 	defer logFile.Close()
 	args := append(append([]string(nil), opts.ServeArgs...),
-		"--dir", opts.Dir, "--bin-dir", opts.BinDir, "--nodes", fmt.Sprint(opts.Nodes))
+		"--dir", opts.Dir, "--bin-dir", opts.BinDir, "--real-nodes", fmt.Sprint(opts.RealNodes), "--nodes", fmt.Sprint(opts.SimulatedNodes))
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// A session of its own: the server outlives this command and the
@@ -131,28 +157,75 @@ func Up(ctx context.Context, opts UpOptions) (*State, bool, error) {
 	}
 }
 
-// Serve runs the control plane in the foreground until SIGTERM or SIGINT,
+// ServeOptions configure Serve.
+type ServeOptions struct {
+	Dir, BinDir               string
+	RealNodes, SimulatedNodes int
+}
+
+// Serve runs the cluster in the foreground until SIGTERM or SIGINT,
 // recording its state for Up, Running and Down.
-func Serve(dir, binDir string, nodes int) error {
+func Serve(opts ServeOptions) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	// Each start is a fresh cluster: node plugin state of an earlier one
+	dir, binDir := opts.Dir, opts.BinDir
+	logf := func(f string, a ...any) { fmt.Printf(f+"\n", a...) }
+	if opts.RealNodes > 0 {
+		if err := realnode.Check(binDir); err != nil {
+			return fmt.Errorf("%w (or run only simulated nodes: --real-nodes 0 --nodes 2)", err)
+		}
+	}
+	// Each start is a fresh cluster: node state of an earlier one
 	// (checkpoints of claims that no longer exist) would only mislead.
 	if err := os.RemoveAll(filepath.Join(dir, "nodes")); err != nil {
 		return err
 	}
-	c, err := cluster.Start(ctx, cluster.Options{
-		Dir: filepath.Join(dir, "cluster"), BinDir: binDir,
-		Logf: func(f string, a ...any) { fmt.Printf(f+"\n", a...) },
-	})
+	c, err := cluster.Start(ctx, cluster.Options{Dir: filepath.Join(dir, "cluster"), BinDir: binDir, Logf: logf})
 	if err != nil {
 		return err
 	}
 	defer c.Stop()
-	pluginFailed := make(chan error, nodes)
 	s := State{PID: os.Getpid(), Kubeconfig: c.KubeconfigPath, Host: c.Host, StartupMS: c.StartupTime.Milliseconds()}
-	for i := 1; i <= nodes; i++ {
-		name := fmt.Sprintf("gpu-node-%d", i)
+	storageCtx, stopStorage := context.WithCancel(ctx)
+	defer stopStorage()
+	if err := hostpath.Start(storageCtx, c.Client(), filepath.Join(dir, "volumes")); err != nil {
+		return err
+	}
+	failed := make(chan error, opts.SimulatedNodes+opts.RealNodes)
+
+	if opts.RealNodes > 0 {
+		reg, err := localregistry.Start()
+		if err != nil {
+			return err
+		}
+		defer reg.Stop()
+		s.Registry = reg.URL
+		if err := realnode.PushImages(ctx, reg, binDir); err != nil {
+			return err
+		}
+		for i := 1; i <= opts.RealNodes; i++ {
+			name := fmt.Sprintf("gpu-node-%d", i)
+			n, err := realnode.Start(ctx, realnode.Options{
+				Name: name, Dir: filepath.Join(dir, "nodes", name), BinDir: binDir,
+				Kubeconfig: c.KubeconfigPath, Client: c.Client(), PauseImage: images.Pause, Mirrors: reg.Mirrors(),
+				NodePlugin: &realnode.NodePluginOptions{GPUs: SimulatedGPU.String()}, Logf: logf,
+			})
+			if err != nil {
+				return err
+			}
+			// Nodes stop before the registry and the control plane.
+			defer n.Stop()
+			go func() {
+				if err := <-n.Failed(); err != nil {
+					failed <- fmt.Errorf("real node %s failed: %w\n%s", name, err, n.LogTails(20))
+				}
+			}()
+			s.Nodes = append(s.Nodes, name)
+			s.RealNodes = append(s.RealNodes, RealNode{Name: name, IP: n.IP, Dir: n.Dir, CDIDir: n.CDIDir(), AccountingDir: n.AccountingDir(), Cgroup: n.CgroupRel(), Bridge: n.Bridge()})
+		}
+	}
+	for i := 1; i <= opts.SimulatedNodes; i++ {
+		name := fmt.Sprintf("sim-node-%d", i)
 		if _, err := c.AddNode(ctx, cluster.NodeSpec{Name: name}); err != nil {
 			return err
 		}
@@ -166,7 +239,7 @@ func Serve(dir, binDir string, nodes int) error {
 		defer p.Stop()
 		go func() {
 			if err := <-p.Fatal(); err != nil {
-				pluginFailed <- fmt.Errorf("node plugin of %s failed: %w", name, err)
+				failed <- fmt.Errorf("node plugin of %s failed: %w", name, err)
 			}
 		}()
 		s.NodePlugins = append(s.NodePlugins, np)
@@ -181,7 +254,7 @@ func Serve(dir, binDir string, nodes int) error {
 	case <-ctx.Done():
 	case <-watchFailure(c):
 		return fmt.Errorf("a control-plane component stopped: %v\n%s", c.Failed(), c.LogTails(20))
-	case err := <-pluginFailed:
+	case err := <-failed:
 		return err
 	}
 	fmt.Printf("stopping\n")

@@ -17,14 +17,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
 	"github.com/gpuslice/gpuslice/internal/devcluster"
 )
 
 // TestUpEnvDown drives the real `gpuslice dev` commands as a person would
 // and checks nothing is left running afterwards.
 func TestUpEnvDown(t *testing.T) {
-	clustertest.RequireTools(t)
+	realnodetest.Require(t)
 	// Both commands as `make build` puts them: `gpuslice dev` runs the
 	// gpuslice-dev beside it.
 	binDir := t.TempDir()
@@ -41,7 +41,7 @@ func TestUpEnvDown(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = run("dev", "down") })
 
-	out, err := run("dev", "up", "--nodes", "1")
+	out, err := run("dev", "up", "--real-nodes", "1", "--nodes", "1")
 	if err != nil {
 		t.Fatalf("dev up: %v\n%s", err, out)
 	}
@@ -66,15 +66,18 @@ func TestUpEnvDown(t *testing.T) {
 	if _, err := exec.LookPath("kubectl"); err == nil {
 		kc := exec.Command("kubectl", "get", "nodes", "-o", "name")
 		kc.Env = append(os.Environ(), "KUBECONFIG="+state.Kubeconfig)
-		if out, err := kc.CombinedOutput(); err != nil || !strings.Contains(string(out), "node/gpu-node-1") {
+		if out, err := kc.CombinedOutput(); err != nil || !strings.Contains(string(out), "node/gpu-node-1") || !strings.Contains(string(out), "node/sim-node-1") {
 			t.Fatalf("kubectl get nodes: %v\n%s", err, out)
 		}
 	}
 
 	// The node plugin runs for the node: its slices are published and its
 	// socket answers.
-	if len(state.NodePlugins) != 1 || state.NodePlugins[0].Node != "gpu-node-1" {
-		t.Fatalf("state lists node plugins %+v, want one for gpu-node-1", state.NodePlugins)
+	if len(state.NodePlugins) != 1 || state.NodePlugins[0].Node != "sim-node-1" {
+		t.Fatalf("state lists node plugins %+v, want one for sim-node-1", state.NodePlugins)
+	}
+	if len(state.RealNodes) != 1 || state.RealNodes[0].Name != "gpu-node-1" {
+		t.Fatalf("state lists real nodes %+v, want gpu-node-1", state.RealNodes)
 	}
 	if _, err := os.Stat(state.NodePlugins[0].Socket); err != nil {
 		t.Errorf("node plugin socket: %v", err)
@@ -84,25 +87,27 @@ func TestUpEnvDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := kubernetes.NewForConfigOrDie(rc)
-	devices := 0
-	// publishing is asynchronous: allow the slice controller a moment
-	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=gpu-node-1"})
-		devices = 0
-		if err == nil {
-			for _, s := range slices.Items {
-				devices += len(s.Spec.Devices)
+	for _, node := range []string{"gpu-node-1", "sim-node-1"} {
+		devices := 0
+		// publishing is asynchronous: allow the slice controller a moment
+		_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+			devices = 0
+			if err == nil {
+				for _, s := range slices.Items {
+					devices += len(s.Spec.Devices)
+				}
 			}
+			return devices == 7, nil
+		})
+		if devices != 7 {
+			t.Errorf("%s publishes %d devices, want 7 (one V100 as 4×25 %%, 2×50 %%, 1×100 %%)", node, devices)
 		}
-		return devices == 7, nil
-	})
-	if devices != 7 {
-		t.Errorf("gpu-node-1 publishes %d devices, want 7 (one V100 as 4×25 %%, 2×50 %%, 1×100 %%)", devices)
 	}
 
 	children := childPIDs(t, state.PID)
-	if len(children) != 4 {
-		t.Errorf("server %d has %d child processes, want 4 (etcd and three kube components)", state.PID, len(children))
+	if len(children) != 8 {
+		t.Errorf("server %d has %d child processes, want 8 (etcd, three kube components; the real node's containerd, kubelet, node plugin and reaper)", state.PID, len(children))
 	}
 	out, err = run("dev", "down")
 	if err != nil || !strings.Contains(out, "dev cluster stopped") {
@@ -111,6 +116,13 @@ func TestUpEnvDown(t *testing.T) {
 	for _, pid := range append(children, state.PID) {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("process %d still running after dev down", pid)
+		}
+	}
+	// Nothing of the real node is left: no cgroup, no bridge.
+	real := state.RealNodes[0]
+	for _, leftover := range []string{filepath.Join("/sys/fs/cgroup/memory", real.Cgroup), filepath.Join("/sys/class/net", real.Bridge)} {
+		if _, err := os.Stat(leftover); err == nil {
+			t.Errorf("%s is left after dev down", leftover)
 		}
 	}
 	if out, err := run("dev", "env"); err == nil || !strings.Contains(out, "gpuslice dev up") {

@@ -86,7 +86,12 @@ type Node struct {
 	containerd *proc.Process
 	kubelet    *proc.Process
 	plugin     *proc.Process
-	stopOnce   sync.Once
+	// stopping, busy (restarts under way) and pluginKilled tell Failed
+	// which exits were asked for.
+	stopping     bool
+	busy         int
+	pluginKilled bool
+	stopOnce     sync.Once
 	stopErr    error
 }
 
@@ -336,6 +341,7 @@ func (n *Node) Stop() error {
 	n.stopOnce.Do(func() {
 		var errs []error
 		n.mu.Lock()
+		n.stopping = true
 		kubelet, plugin, containerd := n.kubelet, n.plugin, n.containerd
 		n.mu.Unlock()
 		// The order of a node shutting down: kubelet first, so it does not
@@ -376,6 +382,47 @@ func isUnreachable(err error) bool {
 	return errors.As(err, &op) || errors.Is(err, context.DeadlineExceeded)
 }
 
+// Failed receives why the node stopped working: a daemon that exited
+// without Stop, RestartKubelet, KillNodePlugin or Reboot asking it to.
+func (n *Node) Failed() <-chan error {
+	ch := make(chan error, 1)
+	go func() {
+		for {
+			n.mu.Lock()
+			procs := []*proc.Process{n.containerd, n.kubelet}
+			if !n.pluginKilled {
+				procs = append(procs, n.plugin)
+			}
+			stopping, busy := n.stopping, n.busy
+			n.mu.Unlock()
+			if stopping {
+				ch <- nil
+				return
+			}
+			for _, p := range procs {
+				if p != nil && !p.Running() && busy == 0 {
+					ch <- p.ExitError()
+					return
+				}
+			}
+			time.Sleep(time.Second)
+		}
+	}()
+	return ch
+}
+
+// operation marks a deliberate restart for Failed until done is called.
+func (n *Node) operation() (done func()) {
+	n.mu.Lock()
+	n.busy++
+	n.mu.Unlock()
+	return func() {
+		n.mu.Lock()
+		n.busy--
+		n.mu.Unlock()
+	}
+}
+
 // PIDs lists the node's running daemons, for checks that nothing is left.
 func (n *Node) PIDs() []int {
 	n.mu.Lock()
@@ -403,6 +450,9 @@ func (n *Node) LogTails(lines int) string {
 
 // Slot is the node's slot on this machine (its bridge is gpuslice<slot>).
 func (n *Node) Slot() int { return n.rec.Slot }
+
+// Bridge is the node's network link.
+func (n *Node) Bridge() string { return bridgeName(n.rec.Slot) }
 
 // CgroupRel is the node's cgroup below every hierarchy's root.
 func (n *Node) CgroupRel() string { return n.rec.CgroupRel }

@@ -12,6 +12,7 @@ import (
 // RestartKubelet stops the kubelet and starts it again, as an upgrade or a
 // crash would; containers keep running.
 func (n *Node) RestartKubelet(ctx context.Context) error {
+	defer n.operation()()
 	n.mu.Lock()
 	old := n.kubelet
 	n.mu.Unlock()
@@ -24,6 +25,7 @@ func (n *Node) RestartKubelet(ctx context.Context) error {
 func (n *Node) KillNodePlugin() {
 	n.mu.Lock()
 	p := n.plugin
+	n.pluginKilled = true
 	n.mu.Unlock()
 	if p != nil {
 		p.Kill()
@@ -35,7 +37,14 @@ func (n *Node) StartNodePlugin(ctx context.Context) error {
 	if n.opts.NodePlugin == nil {
 		return fmt.Errorf("node %s runs no node plugin", n.Name)
 	}
-	return n.startNodePlugin(ctx, false)
+	defer n.operation()()
+	if err := n.startNodePlugin(ctx, false); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.pluginKilled = false
+	n.mu.Unlock()
+	return nil
 }
 
 // Reboot does to the node what a reboot does: every process ends (the
@@ -46,6 +55,7 @@ func (n *Node) StartNodePlugin(ctx context.Context) error {
 func (n *Node) Reboot(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, n.opts.Timeout)
 	defer cancel()
+	defer n.operation()()
 	n.mu.Lock()
 	procs := []*proc.Process{n.kubelet, n.plugin, n.containerd}
 	n.mu.Unlock()

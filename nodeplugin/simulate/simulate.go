@@ -48,6 +48,9 @@ type Spec struct {
 	Count   int
 }
 
+// String is the spec as --simulate takes it, e.g. "v100-32gb:1".
+func (s Spec) String() string { return fmt.Sprintf("%s:%d", s.Profile, s.Count) }
+
 // ParseSpec reads "<profile>:<count>", e.g. "v100-32gb:4"; the count
 // defaults to 1.
 func ParseSpec(s string) (Spec, error) {
