@@ -1,9 +1,11 @@
 // Package demo tells the gpuslice story on the running dev cluster
-// (`gpuslice dev up`, two simulated nodes with one V100-PCIE-32GB each and
-// the node plugin in simulation mode): the quickstart applied with OpenTofu,
-// what it made in the cluster, what the node plugin prepared for the claim,
-// what nvidia-smi shows inside, a mistake caught at plan, and a workload
-// waiting for a free slice. `make demo` runs it through `gpuslice-dev demo`.
+// (`gpuslice dev up`: two real nodes, each a kubelet with containerd and
+// runc and one simulated V100-PCIE-32GB behind the node plugin): the
+// quickstart applied with OpenTofu, what it made in the cluster, a CUDA
+// program inside real containers on an 8 GiB and a 16 GiB slice of one GPU,
+// NodeUnprepareResources when one goes, a mistake caught at plan, and a
+// workload waiting for a free slice. `make demo` runs it through
+// `gpuslice-dev demo`.
 package demo
 
 import (
@@ -19,24 +21,23 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/devcluster"
 )
+
+// Options say where the dev cluster, the built tools and the repository's
+// examples are.
+type Options struct {
+	Dir         string // the running dev cluster's directory
+	BinDir      string // the built tools: tofu, gpuslice
+	Repo        string // the repository root, for its examples
+	TFCLIConfig string // OpenTofu CLI configuration naming the local provider mirror
+}
 
 type demo struct {
 	dir, binDir, repo, work string
 	env                     []string
 	state                   *devcluster.State
 	client                  kubernetes.Interface
-}
-
-// Options say where the dev cluster, the built tools and the repository's
-// examples are.
-type Options struct {
-	Dir         string // the running dev cluster's directory
-	BinDir      string // the built tools: tofu, gpuslice, shim/
-	Repo        string // the repository root, for its examples
-	TFCLIConfig string // OpenTofu CLI configuration naming the local provider mirror
 }
 
 // Run tells the story on the running dev cluster in opts.Dir.
@@ -52,6 +53,9 @@ func (d *demo) run(ctx context.Context, tfConfig string) error {
 	var err error
 	if d.state, err = devcluster.Running(d.dir); err != nil {
 		return err
+	}
+	if len(d.state.RealNodes) < 2 {
+		return fmt.Errorf("the demo needs two real nodes: run `gpuslice dev up --real-nodes 2`")
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", d.state.Kubeconfig)
 	if err != nil {
@@ -75,18 +79,14 @@ func (d *demo) run(ctx context.Context, tfConfig string) error {
 	d.env = append(os.Environ(), "KUBE_CONFIG_PATH="+d.state.Kubeconfig, "TF_CLI_CONFIG_FILE="+tfConfig, "TF_IN_AUTOMATION=1", "KUBECONFIG="+d.state.Kubeconfig)
 
 	fmt.Printf("\ngpuslice demo: share V100s on Kubernetes, declared in HCL, applied with OpenTofu\n\n")
-	fmt.Printf("  A real control plane — etcd, kube-apiserver, kube-scheduler, kube-controller-manager v1.37.2 built from Go\n")
-	fmt.Printf("  modules — ready in %.1f s at %s, with simulated nodes %s, each running the gpuslice\n", float64(d.state.StartupMS)/1000, d.state.Host, strings.Join(d.state.Nodes, " and "))
-	fmt.Printf("  node plugin in simulation mode (go-nvml's mock with a V100-PCIE-32GB profile).\n")
-	fmt.Printf("  Honest limits: simulated nodes have no kubelet and run no containers. Pods are scheduled and their claims\n")
-	fmt.Printf("  allocated for real; the demo then does the kubelet's part (prepare) itself and runs the shim against a fake driver.\n\n")
+	fmt.Printf("  A real control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager v1.37.2) ready in %.1f s\n", float64(d.state.StartupMS)/1000)
+	fmt.Printf("  at %s, and real nodes %s: each a kubelet v1.37.2 with containerd v2.4.2 and runc v1.5.3,\n", d.state.Host, strings.Join(d.state.Nodes, " and "))
+	fmt.Printf("  pulling images from a local registry, with the gpuslice node plugin registered. Everything is built from Go\n")
+	fmt.Printf("  modules. Simulated: only the GPU silicon and its driver — one V100-PCIE-32GB per node (go-nvml's mock in the\n")
+	fmt.Printf("  plugin, a fake libcuda and libnvidia-ml mounted into containers as a real driver's would be).\n\n")
 
 	step(1, "The node plugins published each GPU as partitionable slices")
 	if err := showSlices(ctx, d.client); err != nil {
-		return err
-	}
-	// No storage provisioner runs here: stand in for one so the model volume binds.
-	if err := cluster.AddVolumes(ctx, d.client, d.dir, 4, "50Gi"); err != nil {
 		return err
 	}
 
@@ -109,31 +109,37 @@ func (d *demo) run(ctx context.Context, tfConfig string) error {
 		return err
 	}
 
-	step(5, "The scheduler allocated Ollama's claim a slice of a real GPU on a node")
-	claims, err := allocatedClaims(ctx, d.client, "team-a")
+	step(5, "Ollama's claim: allocated by the scheduler, prepared by the kubelet through the node plugin")
+	ollama, err := d.showOllama(ctx)
 	if err != nil {
 		return err
-	}
-	if len(claims) == 0 {
-		return fmt.Errorf("no claim in team-a was allocated")
-	}
-	for _, c := range claims {
-		showClaim(c)
 	}
 
-	step(6, "What the node plugin prepares for that claim: one CDI spec with the slice's limits")
-	spec, path, err := prepare(ctx, d.state, &claims[0])
+	other := d.otherNode(ollama)
+	step(6, fmt.Sprintf("slice-check, a CUDA program from the local registry, on an 8 GiB and a 16 GiB slice of %s's GPU at once", ollama))
+	fmt.Printf("     (%s is cordoned meanwhile, so both land beside Ollama on one V100)\n", other)
+	if err := setUnschedulable(ctx, d.client, other, true); err != nil {
+		return err
+	}
+	slicesDir := filepath.Join("internal", "demo", "slices")
+	if err := d.cmd(d.repo, "gpuslice", "apply", slicesDir, "-stack", "demo-slices", "-auto-approve"); err != nil {
+		return err
+	}
+	checks, err := d.showChecks(ctx, "team-c", []string{"check-8gi", "check-16gi"})
 	if err != nil {
 		return err
 	}
-	showSpec(spec, path)
 
-	step(7, "nvidia-smi inside the container: the shim reports the slice, not the 32 GiB GPU")
-	out, err := nvidiaSMI(d.binDir, spec, d.work)
-	if err != nil {
+	step(7, "Deleting the 16 GiB workload: the kubelet calls NodeUnprepareResources, its CDI spec and accounting go")
+	if err := d.showUnprepare(ctx, checks[1]); err != nil {
 		return err
 	}
-	indent(out)
+	if err := d.cmd(d.repo, "gpuslice", "destroy", slicesDir, "-stack", "demo-slices", "-auto-approve"); err != nil {
+		return err
+	}
+	if err := setUnschedulable(ctx, d.client, other, false); err != nil {
+		return err
+	}
 
 	step(8, "A mistaken change fails at plan: a 131072-token context does not fit an 8 GiB slice")
 	if err := d.cmd(qs, "tofu", "plan", "-input=false", "-no-color", "-var", "context_length=131072"); err == nil {
@@ -159,19 +165,29 @@ func (d *demo) run(ctx context.Context, tfConfig string) error {
 	return nil
 }
 
-// waitForSlice shows `gpuslice status` once one trainer is scheduled and
-// the other is diagnosed as waiting for a slice.
+// otherNode is the real node that is not name.
+func (d *demo) otherNode(name string) string {
+	for _, n := range d.state.RealNodes {
+		if n.Name != name {
+			return n.Name
+		}
+	}
+	return ""
+}
+
+// waitForSlice shows `gpuslice status` once one trainer runs and the other
+// is diagnosed as waiting for a slice.
 func (d *demo) waitForSlice(ctx context.Context, dir string) error {
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		out, _ := d.output(d.repo, "gpuslice", "status", dir, "-stack", "demo-waiting")
-		if strings.Contains(out, "WaitingForSlice") && strings.Contains(out, "Scheduled") {
+		if strings.Contains(out, "WaitingForSlice") && strings.Contains(out, "Running") {
 			indent(out)
 			return nil
 		}
 		if time.Now().After(deadline) {
 			indent(out)
-			return fmt.Errorf("no trainer was diagnosed as waiting for a slice within 60 s")
+			return fmt.Errorf("no trainer was diagnosed as waiting for a slice within 2 minutes")
 		}
 		select {
 		case <-ctx.Done():

@@ -1,7 +1,9 @@
 # Two whole-GPU trainers for team-b, applied with the gpuslice CLI (with a
 # package of its own: the quickstart's belong to the Terraform state). The
 # demo cluster has two V100s and the quickstart's Ollama holds a quarter of
-# one: one trainer gets the free GPU, the other waits for a whole one.
+# one: one trainer gets the free GPU, the other waits for a whole one. The
+# trainers are slice-check holding their GPU (a real training image cannot
+# be pulled here).
 resource "gpuslice_package" "whole" {
   name      = "v100-32gi-train"
   gpu_model = "Tesla V100-PCIE-32GB"
@@ -22,8 +24,8 @@ resource "gpuslice_workload" "trainer_1" {
   kind      = "job"
   wait_for  = "none"
   container {
-    image          = "nvidia/cuda:12.6.3-runtime-ubuntu22.04"
-    command        = ["python3", "train.py"]
+    image          = "registry.gpuslice.test/slice-check:1"
+    command        = ["slice-check", "--sleep"]
     cpu_request    = "1"
     memory_request = "4Gi"
   }
@@ -36,8 +38,8 @@ resource "gpuslice_workload" "trainer_2" {
   kind      = "job"
   wait_for  = "none"
   container {
-    image          = "nvidia/cuda:12.6.3-runtime-ubuntu22.04"
-    command        = ["python3", "train.py"]
+    image          = "registry.gpuslice.test/slice-check:1"
+    command        = ["slice-check", "--sleep"]
     cpu_request    = "1"
     memory_request = "4Gi"
   }
