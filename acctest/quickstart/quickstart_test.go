@@ -21,6 +21,7 @@ import (
 	"github.com/gpuslice/gpuslice/acctest/draproof"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+	"github.com/gpuslice/gpuslice/internal/hostpath"
 )
 
 func TestMain(m *testing.M) {
@@ -56,8 +57,11 @@ func TestQuickstartWithOpenTofu(t *testing.T) {
 	if _, err := gpu.PublishGPU(ctx, 25, 50, 100); err != nil {
 		t.Fatal(err)
 	}
-	// A volume for Ollama's models (no storage provisioner runs here).
-	if err := cluster.AddVolumes(ctx, c.Client(), t.TempDir(), 1, "50Gi"); err != nil {
+	// The local cluster's storage, as `gpuslice dev up` runs it: Ollama's
+	// model volume is provisioned by the default StorageClass.
+	storage, stopStorage := context.WithCancel(ctx)
+	t.Cleanup(stopStorage)
+	if err := hostpath.Start(storage, c.Client(), t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 

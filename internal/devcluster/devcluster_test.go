@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
 	"github.com/gpuslice/gpuslice/internal/devcluster"
+	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
 )
 
 // TestUpEnvDown drives the real `gpuslice dev` commands as a person would

@@ -17,7 +17,7 @@ import (
 )
 
 // NodePlugin is where a simulated node's plugin keeps its files: a kubelet
-// stand-in (package nodeplugin/kubeletsim) dials Socket to prepare claims.
+// stand-in (package nodeplugin/internal/kubeletsim) dials Socket to prepare claims.
 type NodePlugin struct {
 	Node          string `json:"node"`
 	Socket        string `json:"socket"`

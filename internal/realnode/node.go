@@ -92,7 +92,7 @@ type Node struct {
 	busy         int
 	pluginKilled bool
 	stopOnce     sync.Once
-	stopErr    error
+	stopErr      error
 }
 
 // Binaries a real node runs, from BinDir.

@@ -26,7 +26,7 @@ import (
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
-	"github.com/gpuslice/gpuslice/nodeplugin/kubeletsim"
+	"github.com/gpuslice/gpuslice/nodeplugin/internal/kubeletsim"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
 )
 

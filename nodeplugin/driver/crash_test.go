@@ -19,7 +19,7 @@ import (
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
 	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
-	"github.com/gpuslice/gpuslice/nodeplugin/kubeletsim"
+	"github.com/gpuslice/gpuslice/nodeplugin/internal/kubeletsim"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
 )
 

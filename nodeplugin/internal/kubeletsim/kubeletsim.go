@@ -1,5 +1,5 @@
 // Package kubeletsim plays the kubelet's part against a node plugin where
-// no kubelet runs (the local control plane, tests, the demo): it dials the
+// no kubelet runs (the node plugin's own tests; real nodes have a kubelet): it dials the
 // plugin's DRA socket and asks it to prepare and unprepare claims with the
 // kubelet's own gRPC API (k8s.io/kubelet/pkg/apis/dra/v1).
 package kubeletsim
