@@ -41,23 +41,31 @@ type owner struct {
 
 func self() owner { return owner{PID: os.Getpid(), Start: processStart(os.Getpid())} }
 
+// alive reports whether the owner still runs. A zombie does not: an owner
+// that exited stays one until its parent (go test, a shell) collects it.
 func (o owner) alive() bool {
-	start := processStart(o.PID)
-	return start != "" && start == o.Start
+	state, start := processState(o.PID)
+	return start != "" && start == o.Start && state != "Z" && state != "X"
 }
 
-// processStart is field 22 of /proc/<pid>/stat: start time in clock ticks.
 func processStart(pid int) string {
+	_, start := processState(pid)
+	return start
+}
+
+// processState reads field 3 (state) and field 22 (start time in clock
+// ticks) of /proc/<pid>/stat.
+func processState(pid int) (state, start string) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	s := string(data)
 	rest := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(rest) < 20 {
-		return ""
+		return "", ""
 	}
-	return rest[19]
+	return rest[0], rest[19]
 }
 
 func recordPath(slot int) string {
