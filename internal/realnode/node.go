@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -56,6 +57,9 @@ type Options struct {
 	// host process; nil leaves the node without one (the platform's
 	// DaemonSet runs it as a pod instead).
 	NodePlugin *NodePluginOptions
+	// KeepImages keeps the images containerd pulled into Dir before (a
+	// node that restarts, not a new one); everything else is fresh.
+	KeepImages bool
 	// Timeout bounds Start; 0 means two minutes.
 	Timeout time.Duration
 	Logf    func(format string, args ...any)
@@ -74,7 +78,9 @@ type Node struct {
 	// IP is the node's InternalIP (on its bridge).
 	IP   string
 	Dir  string
-	opts Options
+	// Started says how long Start took to each milestone.
+	Started Timings
+	opts    Options
 	l    layout
 	rec  record
 	ms   []cgroupMount
@@ -93,6 +99,11 @@ type Node struct {
 	pluginKilled bool
 	stopOnce     sync.Once
 	stopErr      error
+}
+
+// Timings are the milestones of Start, from its beginning.
+type Timings struct {
+	Containerd, Ready, SlicesPublished time.Duration
 }
 
 // Binaries a real node runs, from BinDir.
@@ -143,7 +154,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := clearDir(dir, opts.KeepImages); err != nil {
 		return nil, fmt.Errorf("clear node directory %s: %w", dir, err)
 	}
 	n := &Node{Name: opts.Name, Dir: dir, opts: opts, l: layout(dir)}
@@ -201,19 +212,22 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.startContainerd(ctx); err != nil {
 		return err
 	}
-	n.opts.Logf("node %s: containerd ready (%s)", n.Name, time.Since(began).Round(10*time.Millisecond))
+	n.Started.Containerd = time.Since(began)
+	n.opts.Logf("node %s: containerd ready (%s)", n.Name, n.Started.Containerd.Round(10*time.Millisecond))
 	if err := n.writeKubelet(); err != nil {
 		return err
 	}
 	if err := n.startKubelet(ctx); err != nil {
 		return err
 	}
-	n.opts.Logf("node %s: Ready at %s (%s)", n.Name, n.IP, time.Since(began).Round(10*time.Millisecond))
+	n.Started.Ready = time.Since(began)
+	n.opts.Logf("node %s: Ready at %s (%s)", n.Name, n.IP, n.Started.Ready.Round(10*time.Millisecond))
 	if n.opts.NodePlugin != nil {
 		if err := n.startNodePlugin(ctx, true); err != nil {
 			return err
 		}
-		n.opts.Logf("node %s: node plugin registered, slices published (%s)", n.Name, time.Since(began).Round(10*time.Millisecond))
+		n.Started.SlicesPublished = time.Since(began)
+		n.opts.Logf("node %s: node plugin registered, slices published (%s)", n.Name, n.Started.SlicesPublished.Round(10*time.Millisecond))
 	}
 	return nil
 }
@@ -310,6 +324,31 @@ func (n *Node) startKubelet(ctx context.Context) error {
 		}
 		return false, nil
 	})
+}
+
+// clearDir empties a node's directory, keeping containerd's root (its
+// images) when asked.
+func clearDir(dir string, keepImages bool) error {
+	if !keepImages {
+		return os.RemoveAll(dir)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() == "containerd" {
+			// config and certs.d are written anew; root holds the images
+			if err := os.Remove(filepath.Join(dir, "containerd", "config.toml")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // waitFor polls done until it holds, p exits, or ctx ends.
