@@ -546,3 +546,32 @@ func mustDeviceClass(name string) *resourcev1.DeviceClass {
 		Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "example.com"`}}},
 	}}
 }
+
+// image_pull_policy reaches the container when set; unset, the API
+// server's default is not a difference.
+func TestImagePullPolicy(t *testing.T) {
+	e, c := newEngine(t)
+	ctx := context.Background()
+	policy := func() corev1.PullPolicy {
+		d, err := c.Client().AppsV1().Deployments("pull").Get(ctx, "ollama", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Spec.Template.Spec.Containers[0].ImagePullPolicy
+	}
+	never := loadStack(t, "pull", strings.Replace(stackHCL("pull", ""), `image          = "ollama/ollama:0.24.0"`,
+		`image             = "ollama/ollama:0.24.0"
+    image_pull_policy = "Never"`, 1))
+	mustApply(t, e, never)
+	if got := policy(); got != corev1.PullNever {
+		t.Errorf("container pull policy %q, want Never", got)
+	}
+	requireNoChanges(t, e, never)
+
+	unset := loadStack(t, "pull", stackHCL("pull", ""))
+	mustApply(t, e, unset)
+	if got := policy(); got != corev1.PullIfNotPresent {
+		t.Errorf("container pull policy %q after unsetting it, want the API server's default IfNotPresent", got)
+	}
+	requireNoChanges(t, e, unset)
+}

@@ -41,7 +41,7 @@ func fullWorkload(kind string) *spec.Workload {
 		Meta: spec.Meta{Address: "w"}, Namespace: "team-a", Name: "ollama", Package: "v100-8gi", Kind: kind, Replicas: 2,
 		Labels: map[string]string{"team": "a"},
 		Container: spec.Container{
-			Image: "ollama/ollama:0.24.0", Command: []string{"ollama"}, Args: []string{"serve"}, Env: map[string]string{"OLLAMA_CONTEXT_LENGTH": "16384"},
+			Image: "ollama/ollama:0.24.0", ImagePullPolicy: "Always", Command: []string{"ollama"}, Args: []string{"serve"}, Env: map[string]string{"OLLAMA_CONTEXT_LENGTH": "16384"},
 			CPURequest: "1", MemoryRequest: "2048Mi", CPULimit: "2", MemoryLimit: "4Gi",
 			Ports:          []spec.Port{{ContainerPort: 11434, Name: "api", Protocol: "TCP"}},
 			ReadinessProbe: &spec.Probe{HTTPPath: "/api/version", Port: 11434, InitialDelaySeconds: 5, PeriodSeconds: 10, TimeoutSeconds: 2, FailureThreshold: 3},

@@ -97,6 +97,11 @@ func deref(p *int32, def int32) int32 {
 
 func readContainer(k corev1.Container, prior *spec.Container) spec.Container {
 	c := spec.Container{Image: k.Image, Command: k.Command, Args: k.Args}
+	// The API server fills in a pull policy nobody set: only one the
+	// configuration has is gpuslice's to compare.
+	if prior.ImagePullPolicy != "" {
+		c.ImagePullPolicy = string(k.ImagePullPolicy)
+	}
 	for _, e := range k.Env {
 		if c.Env == nil {
 			c.Env = map[string]string{}

@@ -191,10 +191,11 @@ func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
 func (r renderer) podSpec(w *spec.Workload) corev1.PodSpec {
 	c := w.Container
 	container := corev1.Container{
-		Name:    w.Name,
-		Image:   c.Image,
-		Command: c.Command,
-		Args:    c.Args,
+		Name:            w.Name,
+		Image:           c.Image,
+		ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy),
+		Command:         c.Command,
+		Args:            c.Args,
 		Resources: corev1.ResourceRequirements{
 			Requests: quantities(map[corev1.ResourceName]string{corev1.ResourceCPU: c.CPURequest, corev1.ResourceMemory: c.MemoryRequest}),
 			Limits:   quantities(map[corev1.ResourceName]string{corev1.ResourceCPU: c.CPULimit, corev1.ResourceMemory: c.MemoryLimit}),

@@ -95,6 +95,7 @@ var Workload = Resource{
 				Description: "The container that uses the slice.",
 				Attributes: []Attribute{
 					required(str("image", "Image with an explicit tag, e.g. `ollama/ollama:0.24.0`.")),
+					oneOf(str("image_pull_policy", "`Always`, `IfNotPresent` or `Never`; unset leaves Kubernetes' default (`Always` for `:latest` or no tag, else `IfNotPresent`)."), "Always", "IfNotPresent", "Never"),
 					{Name: "command", Type: cty.List(cty.String), Description: "Entrypoint override."},
 					{Name: "args", Type: cty.List(cty.String), Description: "Arguments."},
 					{Name: "env", Type: cty.Map(cty.String), Description: "Environment variables, e.g. `OLLAMA_CONTEXT_LENGTH = \"16384\"`."},

@@ -92,17 +92,19 @@ const (
 
 // Container is the workload's container block.
 type Container struct {
-	Image          string            `json:"image"`
-	Command        []string          `json:"command"`
-	Args           []string          `json:"args"`
-	Env            map[string]string `json:"env"`
-	CPURequest     string            `json:"cpu_request"`
-	MemoryRequest  string            `json:"memory_request"`
-	CPULimit       string            `json:"cpu_limit"`
-	MemoryLimit    string            `json:"memory_limit"`
-	Ports          []Port            `json:"port"`
-	ReadinessProbe *Probe            `json:"readiness_probe"`
-	LivenessProbe  *Probe            `json:"liveness_probe"`
+	Image string `json:"image"`
+	// ImagePullPolicy is empty for Kubernetes' default.
+	ImagePullPolicy string            `json:"image_pull_policy"`
+	Command         []string          `json:"command"`
+	Args            []string          `json:"args"`
+	Env             map[string]string `json:"env"`
+	CPURequest      string            `json:"cpu_request"`
+	MemoryRequest   string            `json:"memory_request"`
+	CPULimit        string            `json:"cpu_limit"`
+	MemoryLimit     string            `json:"memory_limit"`
+	Ports           []Port            `json:"port"`
+	ReadinessProbe  *Probe            `json:"readiness_probe"`
+	LivenessProbe   *Probe            `json:"liveness_probe"`
 }
 
 // Port is one container port.
