@@ -237,4 +237,3 @@ func kubeletPrepareSum(b *testing.B, n *realnode.Node) float64 {
 	}
 	return 0
 }
-

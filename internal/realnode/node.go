@@ -76,14 +76,14 @@ type NodePluginOptions struct {
 type Node struct {
 	Name string
 	// IP is the node's InternalIP (on its bridge).
-	IP   string
-	Dir  string
+	IP  string
+	Dir string
 	// Started says how long Start took to each milestone.
 	Started Timings
 	opts    Options
-	l    layout
-	rec  record
-	ms   []cgroupMount
+	l       layout
+	rec     record
+	ms      []cgroupMount
 
 	reaper *reaper
 	daemon []string // cgroup.procs of the daemons' cgroup
