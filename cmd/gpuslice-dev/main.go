@@ -135,6 +135,6 @@ func newDevCommand() *cobra.Command {
 		},
 	}
 	demoCmd.Flags().StringVar(&tfCLIConfig, "tf-cli-config", "", "OpenTofu CLI configuration naming the local provider mirror (make install writes it)")
-	dev.AddCommand(up, serve, down, env, demoCmd)
+	dev.AddCommand(up, serve, down, env, demoCmd, newImageCommand())
 	return dev
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
 	"github.com/gpuslice/gpuslice/nodeplugin/publish"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
+	"github.com/gpuslice/gpuslice/nodeplugin/toolkit"
 )
 
 func main() {
@@ -68,6 +69,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.cfg.ShimSource, "shim-library", "/usr/local/lib/gpuslice/libgpuslice.so", "the libgpuslice.so shipped with this plugin; installed into --shim-dir under a versioned name")
 	f.StringVar(&o.cfg.ShimDir, "shim-dir", "/var/lib/gpuslice/shim", "host directory the shim library is installed into")
 	f.StringVar(&o.cfg.DevDir, "dev-dir", "/dev", "the host's /dev as the plugin sees it: GPU device nodes are read there")
+	f.StringVar(&o.cfg.ToolkitConfig, "toolkit-config", toolkit.DefaultConfig, "the host's NVIDIA Container Toolkit configuration (mounted read-only), checked for images picking GPUs with NVIDIA_VISIBLE_DEVICES; empty skips the check")
 	f.StringVar(&o.cfg.BootIDFile, "boot-id-file", checkpoint.DefaultBootIDFile, "file whose content changes on every boot of the node: a new value means a reboot (local clusters simulate one with a file of their own)")
 	f.StringVar(&o.metricsAddress, "metrics-address", ":9400", "address serving /metrics and /healthz; empty turns it off")
 	// klog's verbosity only: the plugin logs to stderr, where the kubelet

@@ -139,9 +139,12 @@ func SliceCheckImage(binDir string) (v1.Image, error) {
 	}, layer)
 }
 
-func needBuild(err error) error {
+func needBuild(err error) error { return missing(err, "make build") }
+
+// missing says which target builds a file an image needs.
+func missing(err error, target string) error {
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w: run `make build`", err)
+		return fmt.Errorf("%w: run `%s`", err, target)
 	}
 	return err
 }

@@ -50,6 +50,10 @@ type Config struct {
 	// their nodes get the numbers the NVIDIA driver gives them.
 	DevDir        string
 	SimulatedGPUs bool
+	// ToolkitConfig is the host's NVIDIA Container Toolkit configuration as
+	// the plugin sees it, checked for the image-environment bypass; empty
+	// skips the check.
+	ToolkitConfig string
 	// BootIDFile is read to notice reboots (checkpoint.DefaultBootIDFile).
 	BootIDFile string
 	// ProcRoot is where GPU processes' cgroups are read to attribute them

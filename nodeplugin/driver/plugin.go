@@ -78,6 +78,7 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 	if err := p.setUpHost(); err != nil {
 		return nil, err
 	}
+	p.checkToolkit(ctx)
 	if err := p.reconcileWithCheckpoint(ctx); err != nil {
 		return nil, err
 	}

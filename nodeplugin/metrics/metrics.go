@@ -18,6 +18,9 @@ type Plugin struct {
 	GPUsPublished    prometheus.Gauge
 	GPUsSkipped      *prometheus.GaugeVec
 	CheckpointErrors prometheus.Counter
+	// BypassOpen is 1 when the node's container runtime lets images pick
+	// GPUs (NVIDIA_VISIBLE_DEVICES) around the slices.
+	BypassOpen prometheus.Gauge
 }
 
 // NewPlugin creates the plugin's metrics and registers them with reg.
@@ -40,8 +43,11 @@ func NewPlugin(reg prometheus.Registerer) *Plugin {
 		CheckpointErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gpuslice_checkpoint_corruptions_total", Help: "Times the checkpoint was found corrupt and rebuilt from the API server.",
 		}),
+		BypassOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gpuslice_node_env_bypass_open", Help: "1 when the node's NVIDIA Container Toolkit lets unprivileged containers pick GPUs with NVIDIA_VISIBLE_DEVICES, around every slice.",
+		}),
 	}
-	reg.MustRegister(m.PrepareSeconds, m.UnprepareSeconds, m.PrepareErrors, m.UnprepareErrors, m.PreparedClaims,
+	reg.MustRegister(m.BypassOpen, m.PrepareSeconds, m.UnprepareSeconds, m.PrepareErrors, m.UnprepareErrors, m.PreparedClaims,
 		m.GPUsPublished, m.GPUsSkipped, m.CheckpointErrors)
 	return m
 }

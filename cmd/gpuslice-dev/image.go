@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/spf13/cobra"
+
+	"github.com/gpuslice/gpuslice/internal/images"
+)
+
+// newImageCommand builds and pushes the node plugin's image (make image,
+// make image-push): in Go, without Docker.
+func newImageCommand() *cobra.Command {
+	var dir string
+	image := &cobra.Command{Use: "image", Short: "Build or push the node plugin's OCI image (what `make image` and `make image-push` run)"}
+	image.PersistentFlags().StringVar(&dir, "dir", filepath.Join("bin", "image"), "directory holding what `make image` built, and the image it writes")
+
+	var version, revision string
+	build := &cobra.Command{
+		Use:   "build",
+		Short: "Build the image from <dir>/gpuslice-nodeplugin and <dir>/shim/libgpuslice.so into an OCI layout (<dir>/oci) and a tarball (<dir>/gpuslice-nodeplugin.tar)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			img, err := images.NodePluginImage(dir, version, revision)
+			if err != nil {
+				return err
+			}
+			ociDir := filepath.Join(dir, "oci")
+			if err := os.RemoveAll(ociDir); err != nil {
+				return err
+			}
+			p, err := layout.Write(ociDir, empty.Index)
+			if err != nil {
+				return err
+			}
+			if err := p.AppendImage(img); err != nil {
+				return fmt.Errorf("write %s: %w", ociDir, err)
+			}
+			tag, err := name.NewTag(images.NodePluginRepository + ":" + version)
+			if err != nil {
+				return err
+			}
+			tarPath := filepath.Join(dir, "gpuslice-nodeplugin.tar")
+			if err := tarball.WriteToFile(tarPath, tag, img); err != nil {
+				return fmt.Errorf("write %s: %w", tarPath, err)
+			}
+			digest, err := img.Digest()
+			if err != nil {
+				return err
+			}
+			size, err := imageSize(img)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s@%s (%.1f MB compressed)\n  OCI layout: %s\n  tarball:    %s\n", tag, digest, float64(size)/1e6, ociDir, tarPath)
+			return nil
+		},
+	}
+	build.Flags().StringVar(&version, "version", "0.1.0", "version (the tag and org.opencontainers.image.version)")
+	build.Flags().StringVar(&revision, "revision", "unknown", "source revision (org.opencontainers.image.revision)")
+
+	push := &cobra.Command{
+		Use:   "push IMAGE",
+		Short: "Push the image built in <dir>/oci to IMAGE (registry/repository:tag), with the Docker credential chain (~/.docker/config.json, credential helpers)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ref, err := name.ParseReference(args[0])
+			if err != nil {
+				return fmt.Errorf("IMAGE %q: %w (want registry/repository:tag)", args[0], err)
+			}
+			idx, err := layout.ImageIndexFromPath(filepath.Join(dir, "oci"))
+			if err != nil {
+				return fmt.Errorf("read %s: %w (run `make image` first)", filepath.Join(dir, "oci"), err)
+			}
+			m, err := idx.IndexManifest()
+			if err != nil || len(m.Manifests) != 1 {
+				return fmt.Errorf("%s holds %d images, want 1: run `make image` again", filepath.Join(dir, "oci"), len(m.Manifests))
+			}
+			img, err := idx.Image(m.Manifests[0].Digest)
+			if err != nil {
+				return err
+			}
+			if err := remote.Write(ref, img, remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithContext(cmd.Context())); err != nil {
+				return fmt.Errorf("push %s: %w", ref, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "pushed %s@%s\n", ref.Context().Name()+":"+ref.Identifier(), m.Manifests[0].Digest)
+			return nil
+		},
+	}
+	image.AddCommand(build, push)
+	return image
+}
+
+func imageSize(img interface {
+	Manifest() (*v1.Manifest, error)
+}) (int64, error) {
+	m, err := img.Manifest()
+	if err != nil {
+		return 0, err
+	}
+	size := m.Config.Size
+	for _, l := range m.Layers {
+		size += l.Size
+	}
+	return size, nil
+}
