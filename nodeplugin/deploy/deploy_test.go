@@ -7,17 +7,19 @@
 package deploy_test
 
 import (
-	"bytes"
 	"context"
 	"flag"
+	"maps"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"text/template"
 
+	"helm.sh/helm/v4/pkg/chart/common"
+	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/engine"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -40,59 +42,43 @@ const (
 	namespace = "gpuslice-system"
 )
 
-// render renders the chart with its default values the way Helm does for
-// the template functions the chart uses (toYaml, nindent, quote).
+// render renders the chart with its default values through Helm's own
+// template engine (helm.sh/helm/v4), as `helm template` does.
 func render(t *testing.T) string {
 	t.Helper()
-	var values, chart map[string]any
-	readYAML(t, filepath.Join(chartDir, "values.yaml"), &values)
-	readYAML(t, filepath.Join(chartDir, "Chart.yaml"), &chart)
-	funcs := template.FuncMap{
-		"toYaml": func(v any) (string, error) {
-			b, err := yaml.Marshal(v)
-			return strings.TrimSuffix(string(b), "\n"), err
-		},
-		"nindent": func(n int, s string) string {
-			pad := strings.Repeat(" ", n)
-			return "\n" + pad + strings.ReplaceAll(s, "\n", "\n"+pad)
-		},
-		"quote": func(s any) string { return `"` + strings.TrimSpace(strings.Trim(toString(s), `"`)) + `"` },
+	return renderWith(t, nil)
+}
+
+// renderWith renders the chart with values over its defaults, the template
+// outputs in file-name order.
+func renderWith(t *testing.T, overrides map[string]any) string {
+	t.Helper()
+	chart, err := loader.LoadDir(chartDir)
+	if err != nil {
+		t.Fatalf("load the chart: %v", err)
 	}
-	data := map[string]any{
-		"Values":  values,
-		"Release": map[string]any{"Namespace": namespace, "Name": "gpuslice-nodeplugin"},
-		"Chart":   map[string]any{"AppVersion": chart["appVersion"], "Name": chart["name"], "Version": chart["version"]},
+	values, err := chartutil.ToRenderValues(chart, overrides, common.ReleaseOptions{
+		Name: "gpuslice-nodeplugin", Namespace: namespace, IsInstall: true,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	files, _ := filepath.Glob(filepath.Join(chartDir, "templates", "*.yaml"))
-	slices.Sort(files)
+	files, err := engine.Render(chart, values)
+	if err != nil {
+		t.Fatalf("render the chart: %v", err)
+	}
+	names := slices.Sorted(maps.Keys(files))
 	var out strings.Builder
 	out.WriteString("# Generated from helm/gpuslice-nodeplugin with its default values (namespace " + namespace + ").\n")
 	out.WriteString("# Regenerate: go test ./nodeplugin/deploy -run TestChartMatchesManifests -update\n")
-	for _, f := range files {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".yaml") || strings.TrimSpace(files[name]) == "" {
+			continue
 		}
-		tpl, err := template.New(filepath.Base(f)).Option("missingkey=error").Funcs(funcs).Parse(string(src))
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		var b bytes.Buffer
-		if err := tpl.Execute(&b, data); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		out.WriteString("---\n# Source: gpuslice-nodeplugin/templates/" + filepath.Base(f) + "\n")
-		out.Write(b.Bytes())
+		out.WriteString("---\n# Source: " + name + "\n")
+		out.WriteString(files[name])
 	}
 	return out.String()
-}
-
-func toString(v any) string {
-	if s, ok := v.(string); ok {
-		return s
-	}
-	b, _ := yaml.Marshal(v)
-	return strings.TrimSpace(string(b))
 }
 
 func readYAML(t *testing.T, path string, into any) {
@@ -207,7 +193,7 @@ func TestManifestContent(t *testing.T) {
 		}
 	}
 	for name, mount := range mounts {
-		if name != "driver-root" && hostPaths[name] != mount {
+		if name != "driver-root" && name != "toolkit-config" && hostPaths[name] != mount {
 			t.Errorf("volume %s: host path %s mounted at %s; must be the same path", name, hostPaths[name], mount)
 		}
 	}
@@ -272,5 +258,19 @@ func TestAPIServerAccepts(t *testing.T) {
 		if err != nil {
 			t.Errorf("%T: %v", o, err)
 		}
+	}
+}
+
+// The image is pulled by tag and digest once the digest is set; without a
+// toolkit configuration the check is off and nothing of the host's /etc is
+// mounted.
+func TestChartValues(t *testing.T) {
+	digest := "sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5"
+	out := renderWith(t, map[string]any{"image": map[string]any{"repository": "registry.test/gpuslice/gpuslice-nodeplugin", "digest": digest}, "toolkitConfig": ""})
+	if want := `image: "registry.test/gpuslice/gpuslice-nodeplugin:0.1.0@` + digest + `"`; !strings.Contains(out, want) {
+		t.Errorf("rendered chart lacks %s", want)
+	}
+	if strings.Contains(out, "toolkit-config:") || strings.Contains(out, "/host/etc") || !strings.Contains(out, "--toolkit-config=\n") {
+		t.Errorf("toolkitConfig empty: want --toolkit-config= (check off) and no host mount:\n%s", out)
 	}
 }
