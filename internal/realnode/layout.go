@@ -35,13 +35,38 @@ func (l layout) shimDir() string       { return l.path("gpuslice", "shim") }
 func (l layout) driverRoot() string    { return l.path("driver-root") }
 func (l layout) bootID() string        { return l.path("boot_id") }
 
-// shadows are host paths kubelet and containerd use whatever they are told,
-// each replaced inside the node's mount namespace by a directory of the
-// node's: [node directory, host path].
+func (l layout) toolkitDir() string { return l.path("nvidia-container-runtime") }
+
+// Inside a node's mount namespace, its kubelet, containerd and the pods they
+// run see the node's own directories at the paths a GPU node has: what a
+// DaemonSet mounts from the host (the node plugin's) is then this node's.
+const (
+	KubeletDir    = "/var/lib/kubelet"
+	CDIDir        = "/var/run/cdi"
+	StateDir      = "/var/lib/gpuslice"
+	AccountingDir = "/run/gpuslice/claims"
+	// DriverRoot is where the simulated driver is, as NVIDIA's driver
+	// container puts a real one.
+	DriverRoot = "/run/nvidia/driver"
+	// ToolkitConfig is the NVIDIA Container Toolkit configuration a node
+	// has, set as gpuslice requires.
+	ToolkitConfig = "/etc/nvidia-container-runtime/config.toml"
+)
+
+// shadows are the node's directories bound over host paths in its mount
+// namespace: [node directory, path]. Besides the standard paths above,
+// those kubelet and containerd use whatever they are told: kubelet's device
+// plugin socket (under its root), its container log links, containerd's
+// shim sockets.
 func (l layout) shadows() [][2]string {
 	return [][2]string{
-		{l.path("shadow", "device-plugins"), "/var/lib/kubelet/device-plugins"}, // kubelet's device-plugin socket
-		{l.path("shadow", "containers"), "/var/log/containers"},                 // kubelet's container log links
-		{l.path("run", "containerd-shims"), "/run/containerd"},                  // containerd's shim sockets
+		{l.kubeletRoot(), KubeletDir},
+		{l.cdiDir(), CDIDir},
+		{l.pluginState(), StateDir},
+		{l.path("run", "gpuslice"), "/run/gpuslice"},
+		{l.driverRoot(), DriverRoot},
+		{l.toolkitDir(), "/etc/nvidia-container-runtime"},
+		{l.path("shadow", "containers"), "/var/log/containers"},
+		{l.path("run", "containerd-shims"), "/run/containerd"},
 	}
 }

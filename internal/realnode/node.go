@@ -192,6 +192,10 @@ func (n *Node) start(ctx context.Context) error {
 			return err
 		}
 	}
+	// The node is configured as gpuslice requires: images cannot pick GPUs.
+	if err := os.WriteFile(filepath.Join(l.toolkitDir(), "config.toml"), []byte("accept-nvidia-visible-devices-envvar-when-unprivileged = false\n"), 0o644); err != nil {
+		return err
+	}
 	var err error
 	if n.ms, err = cgroupMounts(); err != nil {
 		return err
@@ -237,7 +241,7 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	if err := writeContainerdConfig(l.containerdConfig(), containerdValues{
 		Root: l.containerdRoot(), State: l.containerdState(), Temp: l.path("run", "tmp"), Socket: l.containerdSocket(),
 		Opt: l.path("containerd", "opt"), PauseImage: n.opts.PauseImage, RegistryHosts: l.registryHosts(),
-		CDIDir: l.cdiDir(), Runc: filepath.Join(n.opts.BinDir, "runc"), RuncRoot: l.path("run", "runc"),
+		CDIDir: CDIDir, Runc: filepath.Join(n.opts.BinDir, "runc"), RuncRoot: l.path("run", "runc"),
 		CNIBin: filepath.Join(n.opts.BinDir, "cni"), CNIConf: l.cniConf(),
 	}, n.opts.Mirrors); err != nil {
 		return fmt.Errorf("write containerd configuration: %w", err)
@@ -279,7 +283,7 @@ func (n *Node) kubeletCommand() (*proc.Process, error) {
 	args := []string{filepath.Join(n.opts.BinDir, "kubelet"),
 		"--config=" + l.kubeletConfig(),
 		"--kubeconfig=" + n.opts.Kubeconfig,
-		"--root-dir=" + l.kubeletRoot(),
+		"--root-dir=" + KubeletDir,
 		"--cert-dir=" + l.kubeletCerts(),
 		"--hostname-override=" + n.Name,
 		"--node-ip=" + n.IP,

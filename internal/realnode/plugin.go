@@ -82,6 +82,7 @@ func (n *Node) startNodePluginProcess() error {
 		"--shim-library=" + filepath.Join(n.opts.BinDir, "shim", shim.LibraryFile),
 		"--shim-dir=" + l.shimDir(),
 		"--boot-id-file=" + l.bootID(),
+		"--toolkit-config=" + filepath.Join(l.toolkitDir(), "config.toml"),
 		fmt.Sprintf("--metrics-address=%s:%d", n.IP, MetricsPort),
 		"--v=2",
 	}
