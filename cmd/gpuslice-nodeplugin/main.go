@@ -1,5 +1,5 @@
 // Command gpuslice-nodeplugin is gpuslice's DRA kubelet plugin: it runs on
-// every GPU node (a DaemonSet, see nodeplugin/deploy), publishes the node's
+// every GPU node (a DaemonSet, see deploy), publishes the node's
 // GPU slices and prepares claims for the kubelet. With --simulate it runs
 // on simulated V100s instead of NVML, for local clusters and tests.
 package main

@@ -192,6 +192,11 @@ func (n *Node) start(ctx context.Context) error {
 			return err
 		}
 	}
+	// The simulated GPU's driver is installed on the node, whoever runs
+	// the node plugin.
+	if err := populateDriverRoot(l.driverRoot(), n.opts.BinDir); err != nil {
+		return err
+	}
 	// The node is configured as gpuslice requires: images cannot pick GPUs.
 	if err := os.WriteFile(filepath.Join(l.toolkitDir(), "config.toml"), []byte("accept-nvidia-visible-devices-envvar-when-unprivileged = false\n"), 0o644); err != nil {
 		return err
@@ -289,13 +294,13 @@ func (n *Node) kubeletCommand() (*proc.Process, error) {
 		"--node-ip=" + n.IP,
 		"--v=2",
 	}
-	if len(n.opts.Labels) > 0 {
-		var kv []string
-		for k, v := range n.opts.Labels {
-			kv = append(kv, k+"="+v)
-		}
-		args = append(args, "--node-labels="+strings.Join(kv, ","))
+	// What NVIDIA's GPU feature discovery labels a GPU node with: the node
+	// plugin's DaemonSet selects it.
+	kv := []string{"nvidia.com/gpu.present=true"}
+	for k, v := range n.opts.Labels {
+		kv = append(kv, k+"="+v)
 	}
+	args = append(args, "--node-labels="+strings.Join(kv, ","))
 	n.mu.Lock()
 	containerd := n.containerd.PID()
 	n.mu.Unlock()

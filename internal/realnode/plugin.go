@@ -27,9 +27,6 @@ const MetricsPort = 9400
 func (n *Node) startNodePlugin(ctx context.Context, fresh bool) error {
 	l := n.l
 	if fresh {
-		if err := populateDriverRoot(l.driverRoot(), n.opts.BinDir); err != nil {
-			return err
-		}
 		if err := newBootID(l.bootID()); err != nil {
 			return err
 		}

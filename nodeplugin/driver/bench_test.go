@@ -17,8 +17,8 @@ import (
 
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+	"github.com/gpuslice/gpuslice/internal/kubeletsim"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
-	"github.com/gpuslice/gpuslice/nodeplugin/internal/kubeletsim"
 )
 
 // BenchmarkPrepare measures NodePrepareResources through the plugin's

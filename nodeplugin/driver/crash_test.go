@@ -16,10 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/internal/kubeletsim"
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
 	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
-	"github.com/gpuslice/gpuslice/nodeplugin/internal/kubeletsim"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
 )
 

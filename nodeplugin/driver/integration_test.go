@@ -17,10 +17,10 @@ import (
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/internal/kubeletsim"
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
 	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
-	"github.com/gpuslice/gpuslice/nodeplugin/internal/kubeletsim"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
 )
 

@@ -201,3 +201,20 @@ func Shared(tb testing.TB) *Env {
 	}
 	return shared
 }
+
+// PushNodePlugin pushes the node plugin's image (bin/image, `make image`)
+// to the registry as tag, rebuilt with version in its labels (so two
+// versions have two digests), and returns its reference by tag and digest.
+func (e *Env) PushNodePlugin(tb testing.TB, tag, version string) string {
+	tb.Helper()
+	img, err := images.NodePluginImage(filepath.Join(e.BinDir, "image"), version, "test")
+	if err != nil {
+		testenv.Unavailable(tb, "node plugin image: %v", err)
+	}
+	ref := localregistry.Host + "/" + images.NodePluginRepository + ":" + tag
+	digest, err := e.Registry.Push(context.Background(), ref, img)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ref + "@" + digest.String()
+}

@@ -25,8 +25,8 @@ import (
 	enginerender "github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+	"github.com/gpuslice/gpuslice/internal/kubeletsim"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
-	"github.com/gpuslice/gpuslice/nodeplugin/internal/kubeletsim"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
 )
 

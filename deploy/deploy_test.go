@@ -9,25 +9,20 @@ package deploy_test
 import (
 	"context"
 	"flag"
-	"maps"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v4/pkg/chart/common"
-	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
-	"helm.sh/helm/v4/pkg/chart/v2/loader"
-	"helm.sh/helm/v4/pkg/engine"
+	"github.com/gpuslice/gpuslice/deploy"
+
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/json"
-	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpuslice/gpuslice/internal/cluster"
@@ -49,36 +44,14 @@ func render(t *testing.T) string {
 	return renderWith(t, nil)
 }
 
-// renderWith renders the chart with values over its defaults, the template
-// outputs in file-name order.
 func renderWith(t *testing.T, overrides map[string]any) string {
 	t.Helper()
-	chart, err := loader.LoadDir(chartDir)
-	if err != nil {
-		t.Fatalf("load the chart: %v", err)
-	}
-	values, err := chartutil.ToRenderValues(chart, overrides, common.ReleaseOptions{
-		Name: "gpuslice-nodeplugin", Namespace: namespace, IsInstall: true,
-	}, nil)
+	out, err := deploy.RenderManifests(namespace, overrides)
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := engine.Render(chart, values)
-	if err != nil {
-		t.Fatalf("render the chart: %v", err)
-	}
-	names := slices.Sorted(maps.Keys(files))
-	var out strings.Builder
-	out.WriteString("# Generated from helm/gpuslice-nodeplugin with its default values (namespace " + namespace + ").\n")
-	out.WriteString("# Regenerate: go test ./nodeplugin/deploy -run TestChartMatchesManifests -update\n")
-	for _, name := range names {
-		if !strings.HasSuffix(name, ".yaml") || strings.TrimSpace(files[name]) == "" {
-			continue
-		}
-		out.WriteString("---\n# Source: " + name + "\n")
-		out.WriteString(files[name])
-	}
-	return out.String()
+	return "# Generated from helm/gpuslice-nodeplugin with its default values (namespace " + namespace + ").\n" +
+		"# Regenerate: go test ./deploy -run TestChartMatchesManifests -update\n" + out
 }
 
 func readYAML(t *testing.T, path string, into any) {
@@ -104,7 +77,7 @@ func TestChartMatchesManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(have) != rendered {
-		t.Fatalf("%s differs from the rendered chart: run go test ./nodeplugin/deploy -run TestChartMatchesManifests -update", manifests)
+		t.Fatalf("%s differs from the rendered chart: run go test ./deploy -run TestChartMatchesManifests -update", manifests)
 	}
 }
 
@@ -116,27 +89,9 @@ func objects(t *testing.T) []runtime.Object {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{Yaml: true, Strict: true})
-	var out []runtime.Object
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		if strings.TrimSpace(strings.Join(nonComment(doc), "")) == "" {
-			continue
-		}
-		obj, _, err := s.Decode([]byte(doc), nil, nil)
-		if err != nil {
-			t.Fatalf("decode:\n%s\n%v", doc, err)
-		}
-		out = append(out, obj)
-	}
-	return out
-}
-
-func nonComment(doc string) []string {
-	var out []string
-	for _, l := range strings.Split(doc, "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(l), "#") && l != "---" {
-			out = append(out, l)
-		}
+	out, err := deploy.Decode(string(data))
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
@@ -177,7 +132,7 @@ func TestManifestContent(t *testing.T) {
 
 	// Every flag is one the plugin has, and every host directory it names
 	// is mounted at the same path (CDI specs carry host paths).
-	help, err := exec.Command("go", "run", "../../cmd/gpuslice-nodeplugin", "--help").CombinedOutput()
+	help, err := exec.Command("go", "run", "../cmd/gpuslice-nodeplugin", "--help").CombinedOutput()
 	if err != nil {
 		t.Fatalf("gpuslice-nodeplugin --help: %v\n%s", err, help)
 	}
