@@ -77,6 +77,13 @@ func (e *Engine) Check(ctx context.Context, s *spec.Stack) diag.Diagnostics {
 	return checks.Run(s, t, facts, "")
 }
 
+// CheckOffline runs the plan-time checks that need no cluster (image vs
+// GPU generation, container RAM, model fit, model storage), as `gpuslice
+// validate` does.
+func CheckOffline(s *spec.Stack, t *tables.Set) diag.Diagnostics {
+	return checks.Run(s, t, nil, "")
+}
+
 // PlanDestroy plans removing everything the stack applied.
 func (e *Engine) PlanDestroy(ctx context.Context, stack string) (*plan.Plan, error) {
 	return e.planObjects(ctx, stack, nil, plan.Options{})

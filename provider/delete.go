@@ -28,7 +28,7 @@ func (r *gpusliceResource) Delete(ctx context.Context, req resource.DeleteReques
 	if target == nil {
 		return
 	}
-	if r.ops.timeouts {
+	if r.def.Waits {
 		var t timeouts.Value
 		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("timeouts"), &t)...)
 		d, ds := t.Delete(ctx, 10*time.Minute)
@@ -52,9 +52,9 @@ func (r *gpusliceResource) ImportState(ctx context.Context, req resource.ImportS
 	if id == "" && req.Identity != nil {
 		id = r.idFromIdentity(ctx, req.Identity, &resp.Diagnostics)
 	}
-	attrs, err := r.ops.importAttributes(id)
-	if err != nil {
-		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("%q: %v; the ID of a %s is %s", id, err, r.def.Type, r.def.ImportID))
+	attrs, ok := r.importAttributes(id)
+	if !ok {
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("%q: the ID of a %s is %s, no part empty", id, r.def.Type, r.def.ImportID))
 		return
 	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id)...)

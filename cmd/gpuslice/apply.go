@@ -106,9 +106,7 @@ func printOutputs(w io.Writer, c *config.Config, statuses map[string]status.Stat
 	}
 	known := map[string]map[string]string{}
 	for addr, st := range statuses {
-		known[addr] = map[string]string{
-			"phase": string(st.Phase), "reason": st.Message, "claim": st.Claim, "node": st.Node, "device": st.Device,
-		}
+		known[addr] = st.Attributes()
 	}
 	values, diags := c.EvalOutputs(known)
 	if diags.HasErrors() {

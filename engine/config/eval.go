@@ -118,28 +118,24 @@ func (e *evaluator) resource(n *node, stack *spec.Stack) diag.Diagnostics {
 		return append(diags, errAt(n.declRange, "Cannot convert "+addr, err.Error()))
 	}
 	meta := spec.Meta{Address: addr}
-	var target any
+	var target spec.Resource
 	switch n.resource.Type {
 	case schema.Platform.Type:
-		if stack.Platform != nil {
-			n.value = cty.DynamicVal
-			return append(diags, errAt(n.declRange, "More than one gpuslice_platform", fmt.Sprintf("%s is already declared; a cluster has one platform", stack.Platform.Address)))
-		}
-		p := &spec.Platform{Meta: meta}
-		stack.Platform, target = p, p
+		target = &spec.Platform{Meta: meta}
 	case schema.Package.Type:
-		p := &spec.Package{Meta: meta}
-		stack.Packages, target = append(stack.Packages, p), p
+		target = &spec.Package{Meta: meta}
 	case schema.Quota.Type:
-		q := &spec.Quota{Meta: meta}
-		stack.Quotas, target = append(stack.Quotas, q), q
+		target = &spec.Quota{Meta: meta}
 	case schema.Workload.Type:
-		w := &spec.Workload{Meta: meta}
-		stack.Workloads, target = append(stack.Workloads, w), w
+		target = &spec.Workload{Meta: meta}
 	}
 	if err := json.Unmarshal(data, target); err != nil {
 		n.value = cty.DynamicVal
 		return append(diags, errAt(n.declRange, "Cannot convert "+addr, err.Error()))
+	}
+	if err := target.AddTo(stack); err != nil {
+		n.value = cty.DynamicVal
+		return append(diags, errAt(n.declRange, "More than one gpuslice_platform", err.Error()))
 	}
 	n.value = withComputed(val, target, n.resource, e.models)
 	return diags
@@ -269,34 +265,16 @@ func checkAttr(v cty.Value, path string) *diag.Diagnostic {
 // withComputed returns the value other expressions see for a resource:
 // its arguments plus computed attributes — known ones (a package's memory)
 // and unknown ones that only apply can tell (a workload's node).
-func withComputed(val cty.Value, target any, r schema.Resource, models tables.GPUModels) cty.Value {
+func withComputed(val cty.Value, target spec.Resource, r schema.Resource, models tables.GPUModels) cty.Value {
 	attrs := val.AsValueMap()
 	for _, a := range r.Attributes {
 		if a.Computed {
 			attrs[a.Name] = cty.UnknownVal(a.Type)
 		}
 	}
-	switch t := target.(type) {
-	case *spec.Platform:
-		attrs["id"] = cty.StringVal(t.Namespace)
-	case *spec.Package:
-		attrs["id"] = cty.StringVal(t.Name)
-		one := &spec.Stack{Packages: []*spec.Package{t}}
-		one.Resolve(models)
-		if t.MemoryBytes > 0 {
-			attrs["memory_bytes"] = cty.NumberIntVal(t.MemoryBytes)
-			attrs["memory"] = cty.StringVal(t.Memory)
-			attrs["compute_share"] = cty.NumberIntVal(int64(t.ComputeShare))
-		}
-	case *spec.Quota:
-		attrs["id"] = cty.StringVal(t.Namespace)
-	case *spec.Workload:
-		attrs["id"] = cty.StringVal(t.Namespace + "/" + t.Name)
-		if t.Expose != nil {
-			attrs["service_address"] = cty.StringVal(fmt.Sprintf("%s.%s.svc:%d", t.Name, t.Namespace, t.Expose.Port))
-		} else {
-			attrs["service_address"] = cty.StringVal("")
-		}
+	spec.StackOf(target).Resolve(models)
+	for name, v := range target.PlannedAttributes() {
+		attrs[name] = v
 	}
 	return cty.ObjectVal(attrs)
 }

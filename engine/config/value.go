@@ -2,7 +2,6 @@ package config
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
@@ -21,7 +20,7 @@ import (
 // are an error: callers check IsWhollyKnown first when unknowns are
 // expected. Validation of the result (spec.Validate) is left to the caller,
 // which knows what else exists in the cluster.
-func DecodeResource(r schema.Resource, address string, val cty.Value) (any, diag.Diagnostics) {
+func DecodeResource(r schema.Resource, address string, val cty.Value) (spec.Resource, diag.Diagnostics) {
 	if val.IsNull() || !val.Type().IsObjectType() {
 		return nil, diag.Diagnostics{diag.Errorf(address, "", "Missing configuration", "%s has no attribute values", address)}
 	}
@@ -35,7 +34,7 @@ func DecodeResource(r schema.Resource, address string, val cty.Value) (any, diag
 		return nil, diag.Diagnostics{diag.Errorf(address, "", "Cannot convert "+address, "%v", err)}
 	}
 	meta := spec.Meta{Address: address}
-	var target any
+	var target spec.Resource
 	switch r.Type {
 	case schema.Platform.Type:
 		target = &spec.Platform{Meta: meta}
@@ -114,19 +113,4 @@ func BlockType(b schema.Block) cty.Type {
 		}
 	}
 	return cty.Object(attrs)
-}
-
-// ResourceID is the id of a decoded resource, as its import ID documents.
-func ResourceID(target any) string {
-	switch t := target.(type) {
-	case *spec.Platform:
-		return t.Namespace
-	case *spec.Package:
-		return t.Name
-	case *spec.Quota:
-		return t.Namespace
-	case *spec.Workload:
-		return t.Namespace + "/" + t.Name
-	}
-	panic(fmt.Sprintf("config.ResourceID: unexpected %T", target))
 }

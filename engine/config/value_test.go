@@ -76,7 +76,7 @@ resource "gpuslice_workload" "ollama" {
 	if ds.HasErrors() {
 		t.Fatal(ds.Err())
 	}
-	if !reflect.DeepEqual(got.(*spec.Workload), want) {
+	if !reflect.DeepEqual(got, spec.Resource(want)) {
 		t.Errorf("DecodeResource:\n%+v\nLoad:\n%+v", got, want)
 	}
 

@@ -9,7 +9,6 @@ package readback
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,15 +55,7 @@ func Platform(ctx context.Context, c kubernetes.Interface, ns string) (*spec.Pla
 	if !managed(cm.Labels) {
 		return nil, nil
 	}
-	p := &spec.Platform{Namespace: ns, TenantLabel: cm.Data["tenantLabel"], AdmissionPolicies: cm.Data["admissionPolicies"] == "true"}
-	for _, f := range strings.Split(cm.Data["fractions"], ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil {
-			return nil, fmt.Errorf("platform settings %s/%s: fraction %q is not a number; fix or delete the ConfigMap and apply again", ns, render.PlatformConfigMap, f)
-		}
-		p.Fractions = append(p.Fractions, n)
-	}
-	return p, nil
+	return render.PlatformOf(cm)
 }
 
 // Package reads the gpuslice_package named name from its DeviceClass; nil

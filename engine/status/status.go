@@ -80,6 +80,20 @@ type Status struct {
 	Device string `json:"device,omitempty"`
 }
 
+// Attributes are the computed workload attributes that only the cluster
+// can tell, by name: what the provider records in the state and the CLI's
+// outputs see after apply. reason is the message, not the one-word Reason:
+// the attribute is documented as why the workload is not running with what
+// to do, which is what the message says ("waiting for a free slice: …");
+// the Reason stands in only when there is no message.
+func (s Status) Attributes() map[string]string {
+	reason := s.Message
+	if reason == "" {
+		reason = string(s.Reason)
+	}
+	return map[string]string{"phase": string(s.Phase), "reason": reason, "claim": s.Claim, "node": s.Node, "device": s.Device}
+}
+
 // Snapshot is what the cluster says about the workloads of some
 // namespaces, read with a few lists per namespace.
 type Snapshot struct {
