@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpuslice/gpuslice/acctest/draproof"
-	"github.com/gpuslice/gpuslice/engine/config"
+	"github.com/gpuslice/gpuslice/engine/hclstack"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/engine/spec"
@@ -104,7 +104,7 @@ func TestRenderedConfigsAreAdmitted(t *testing.T) {
 	for _, dir := range dirs {
 		name := strings.ReplaceAll(strings.Trim(strings.TrimPrefix(dir, "../"), "/"), "/", "-")
 		t.Run(name, func(t *testing.T) {
-			c, diags := config.Load(dir, config.Options{Stack: "good", VarOptions: config.VarOptions{Env: []string{}}})
+			c, diags := hclstack.Load(dir, hclstack.Options{Stack: "good", VarOptions: hclstack.VarOptions{Env: []string{}}})
 			if diags.HasErrors() {
 				t.Fatal(diags.Err())
 			}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/gpuslice/gpuslice/engine"
 	"github.com/gpuslice/gpuslice/engine/apply"
-	"github.com/gpuslice/gpuslice/engine/config"
+	"github.com/gpuslice/gpuslice/engine/hclstack"
 	"github.com/gpuslice/gpuslice/engine/objects"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/spec"
@@ -80,7 +80,7 @@ func loadStack(t *testing.T, stack, hcl string) *spec.Stack {
 	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(hcl), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, diags := config.Load(dir, config.Options{Stack: stack, VarOptions: config.VarOptions{Env: []string{}}})
+	c, diags := hclstack.Load(dir, hclstack.Options{Stack: stack, VarOptions: hclstack.VarOptions{Env: []string{}}})
 	if diags.HasErrors() {
 		t.Fatal(diags.Err())
 	}

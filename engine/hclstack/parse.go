@@ -1,9 +1,34 @@
-// Package config is the HCL front end: it reads the same
-// `resource "gpuslice_…"` blocks the Terraform provider accepts, together
-// with `variable`, `locals` and `output` blocks and references between them,
-// evaluates them in dependency order, and produces a spec.Stack. Every
-// diagnostic carries file:line:column.
-package config
+// Package hclstack is the gpuslice CLI's front end: it reads a directory
+// of .tf files — the same `resource "gpuslice_…"` blocks the Terraform
+// provider accepts — evaluates the subset of Terraform they need, in
+// dependency order, and produces one validated spec.Stack. Every
+// diagnostic carries file:line:column. Only the CLI uses it; the provider
+// gets its values from Terraform and decodes them with engine/config, as
+// this package does once a resource's expressions are evaluated.
+//
+// Supported: resource blocks of the four gpuslice types with depends_on;
+// variable blocks (type constraints with optional attributes and their
+// defaults, default, description, sensitive, nullable, validation) set by
+// -var, -var-file, terraform.tfvars, *.auto.tfvars and TF_VAR_ variables
+// with Terraform's precedence; locals; output blocks (re-evaluated with
+// what apply learned); local modules ("./…", "../…") with inputs and
+// outputs; references between all of these; path.module, path.root,
+// path.cwd and terraform.workspace ("default"); Terraform's everyday
+// functions from go-cty's standard library (string, numeric, collection,
+// encoding, date and to<type> conversions). terraform and provider blocks
+// are accepted and ignored, so the same files work with Terraform and
+// OpenTofu.
+//
+// Refused, each with a diagnostic at its position: data sources (read by
+// the provider only), resources of other providers, count and for_each on
+// resources and modules, module version and sources that are not local,
+// lifecycle, provisioner and connection blocks. dynamic blocks and
+// functions outside the list above (file, templatefile, provider-defined
+// ones) fail as HCL reports them: unsupported block type, unknown
+// function. Configurations that need any of these apply with terraform or
+// tofu. Nothing is read from a state file: what exists is what the
+// cluster's inventory says.
+package hclstack
 
 import (
 	"os"

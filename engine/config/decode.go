@@ -1,3 +1,10 @@
+// Package config decodes the attribute values of one gpuslice resource —
+// an object of its schema block's type, as the Terraform provider receives
+// it and as the CLI's HCL evaluator (engine/hclstack) produces it — into its
+// spec type, with the schema's defaults and the checks every value must
+// pass (known before apply, whole numbers within int64, no null elements).
+// Both front ends share it, so a .tf file and a Terraform plan decode to the
+// same spec. It evaluates no expressions and reads no files.
 package config
 
 import (
@@ -15,7 +22,7 @@ import (
 // of its schema block's type, as the Terraform provider receives it — to
 // its spec type (*spec.Platform, *spec.Package, *spec.Quota or
 // *spec.Workload) with the same defaults and value checks as a .tf file
-// read by Load. Computed attributes and attributes the schema does not
+// read by the CLI. Computed attributes and attributes the schema does not
 // declare (such as a provider's timeouts block) are ignored. Unknown values
 // are an error: callers check IsWhollyKnown first when unknowns are
 // expected. Validation of the result (spec.Validate) is left to the caller,
@@ -24,12 +31,18 @@ func DecodeResource(r schema.Resource, address string, val cty.Value) (spec.Reso
 	if val.IsNull() || !val.Type().IsObjectType() {
 		return nil, diag.Diagnostics{diag.Errorf(address, "", "Missing configuration", "%s has no attribute values", address)}
 	}
-	val = withDefaults(argumentsOnly(val, r.Block), r.Block)
-	if d := checkValue(val, r.Block, ""); d != nil {
+	return Decode(r, address, WithDefaults(argumentsOnly(val, r.Block), r.Block))
+}
+
+// Decode converts arguments — an object of BlockType(r.Block) with the
+// defaults filled in (WithDefaults) — to the resource's spec type at
+// address. A value the spec cannot hold is an error on its attribute path.
+func Decode(r schema.Resource, address string, args cty.Value) (spec.Resource, diag.Diagnostics) {
+	if d := checkValue(args, r.Block, ""); d != nil {
 		d.Address = address
 		return nil, diag.Diagnostics{*d}
 	}
-	data, err := ctyjson.Marshal(val, val.Type())
+	data, err := ctyjson.Marshal(args, args.Type())
 	if err != nil {
 		return nil, diag.Diagnostics{diag.Errorf(address, "", "Cannot convert "+address, "%v", err)}
 	}

@@ -1,4 +1,4 @@
-package config_test
+package hclstack_test
 
 import (
 	"os"
@@ -9,6 +9,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/gpuslice/gpuslice/engine/config"
+	"github.com/gpuslice/gpuslice/engine/hclstack"
 	"github.com/gpuslice/gpuslice/engine/schema"
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
@@ -43,7 +44,7 @@ resource "gpuslice_workload" "ollama" {
 	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(hcl), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, diags := config.Load(dir, config.Options{Stack: "s"})
+	c, diags := hclstack.Load(dir, hclstack.Options{Stack: "s"})
 	if diags.HasErrors() {
 		t.Fatal(diags.Err())
 	}
