@@ -19,6 +19,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine/apply"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 )
 
 func (r *gpusliceResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -48,7 +49,7 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 	if e == nil {
 		return
 	}
-	planned, err := toCty(raw)
+	planned, err := tfvalue.ToCty(raw)
 	if err != nil {
 		diags.AddError("Cannot read the plan", err.Error())
 		return
@@ -77,7 +78,7 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 		diags.AddError("Cannot plan against the cluster", err.Error())
 		return
 	}
-	addDiagnostics(diags, p.Diagnostics)
+	tfvalue.AddDiagnostics(diags, p.Diagnostics)
 	if p.Diagnostics.HasErrors() {
 		return
 	}
@@ -120,7 +121,7 @@ func (r *gpusliceResource) writeState(ctx context.Context, e *engine.Engine, val
 			attrs[name] = cty.NullVal(v.Type())
 		}
 	}
-	out, err := fromCty(cty.ObjectVal(attrs), state.Raw.Type())
+	out, err := tfvalue.FromCty(cty.ObjectVal(attrs), state.Raw.Type())
 	if err != nil {
 		diags.AddError("Cannot record the state", err.Error())
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
 	"github.com/gpuslice/gpuslice/engine/apply"
+	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 )
 
 func (r *gpusliceResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -19,7 +20,7 @@ func (r *gpusliceResource) Delete(ctx context.Context, req resource.DeleteReques
 	if e == nil {
 		return
 	}
-	current, err := toCty(req.State.Raw)
+	current, err := tfvalue.ToCty(req.State.Raw)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot read the state", err.Error())
 		return

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
-	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/gpuslice/gpuslice/engine"
@@ -20,13 +19,14 @@ import (
 	"github.com/gpuslice/gpuslice/engine/plan"
 	engineschema "github.com/gpuslice/gpuslice/engine/schema"
 	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 )
 
 func (r *gpusliceResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() || r.data == nil {
 		return // destroy, or the provider is not configured yet
 	}
-	planned, err := toCty(req.Plan.Raw)
+	planned, err := tfvalue.ToCty(req.Plan.Raw)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot read the plan", err.Error())
 		return
@@ -58,7 +58,7 @@ func (r *gpusliceResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	if !ds.HasErrors() {
 		ds = append(ds, engine.CheckResource(ctx, e, target, rc, r.data.tables, skipped)...)
 	}
-	addDiagnostics(&resp.Diagnostics, ds)
+	tfvalue.AddDiagnostics(&resp.Diagnostics, ds)
 	if ds.HasErrors() || e == nil {
 		return
 	}
@@ -67,7 +67,7 @@ func (r *gpusliceResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 		resp.Diagnostics.AddWarning("Cannot plan against the cluster", err.Error())
 		return
 	}
-	addDiagnostics(&resp.Diagnostics, p.Diagnostics)
+	tfvalue.AddDiagnostics(&resp.Diagnostics, p.Diagnostics)
 	r.planDrift(ctx, req, resp, planned, target, p)
 }
 
@@ -98,7 +98,7 @@ func (r *gpusliceResource) planDrift(ctx context.Context, req resource.ModifyPla
 	if req.State.Raw.IsNull() || !p.HasChanges() {
 		return
 	}
-	prior, err := toCty(req.State.Raw)
+	prior, err := tfvalue.ToCty(req.State.Raw)
 	if err != nil || !sameArguments(r.def, prior, planned) {
 		return
 	}
@@ -163,25 +163,6 @@ func sameArguments(def engineschema.Resource, a, b cty.Value) bool {
 
 func (r *gpusliceResource) setPlanned(ctx context.Context, resp *resource.ModifyPlanResponse, values map[string]cty.Value) {
 	for name, v := range values {
-		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(name), frameworkValue(v))...)
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(name), tfvalue.Primitive(v))...)
 	}
-}
-
-// frameworkValue converts the primitive cty values of computed attributes.
-func frameworkValue(v cty.Value) any {
-	switch {
-	case v.Type() == cty.String && !v.IsKnown():
-		return types.StringUnknown()
-	case v.Type() == cty.String && v.IsNull():
-		return types.StringNull()
-	case v.Type() == cty.String:
-		return types.StringValue(v.AsString())
-	case v.Type() == cty.Number && !v.IsKnown():
-		return types.NumberUnknown()
-	case v.Type() == cty.Number && v.IsNull():
-		return types.NumberNull()
-	case v.Type() == cty.Number:
-		return types.NumberValue(v.AsBigFloat())
-	}
-	panic(fmt.Sprintf("provider: computed attribute of type %s", v.Type().FriendlyName()))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine/config"
 	engineschema "github.com/gpuslice/gpuslice/engine/schema"
 	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 )
 
 func (r *gpusliceResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -20,7 +21,7 @@ func (r *gpusliceResource) Read(ctx context.Context, req resource.ReadRequest, r
 		return // keep the state as it is until there is a cluster to read
 	}
 	e := r.data.engine
-	current, err := toCty(req.State.Raw)
+	current, err := tfvalue.ToCty(req.State.Raw)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot read the state", err.Error())
 		return

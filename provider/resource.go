@@ -15,6 +15,8 @@ import (
 	"github.com/gpuslice/gpuslice/engine/config"
 	engineschema "github.com/gpuslice/gpuslice/engine/schema"
 	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/provider/internal/tfschema"
+	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 )
 
 // gpusliceResource is every gpuslice resource type: what differs between
@@ -40,7 +42,7 @@ func (r *gpusliceResource) Metadata(_ context.Context, _ resource.MetadataReques
 }
 
 func (r *gpusliceResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	resp.Schema = resourceSchema(r.def)
+	resp.Schema = tfschema.Resource(r.def)
 	if r.def.Waits {
 		resp.Schema.Blocks["timeouts"] = timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true, Delete: true})
 	}
@@ -75,7 +77,7 @@ func (r *gpusliceResource) engine(diags *diag.Diagnostics) *engine.Engine {
 // and with its engine address set.
 func (r *gpusliceResource) decode(v cty.Value, diags *diag.Diagnostics) spec.Resource {
 	target, ds := config.DecodeResource(r.def, r.def.Type, v)
-	addDiagnostics(diags, ds)
+	tfvalue.AddDiagnostics(diags, ds)
 	if ds.HasErrors() {
 		return nil
 	}

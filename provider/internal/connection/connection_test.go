@@ -1,4 +1,4 @@
-package provider
+package connection
 
 import (
 	"os"
@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
@@ -17,8 +16,8 @@ func clearKubeEnv(t *testing.T) {
 	}
 }
 
-func nullModel() connectionModel {
-	return connectionModel{
+func nullModel() Model {
+	return Model{
 		ConfigPath: types.StringNull(), ConfigPaths: types.ListNull(types.StringType), ConfigContext: types.StringNull(),
 		ConfigContextAuthInfo: types.StringNull(), ConfigContextCluster: types.StringNull(), Host: types.StringNull(),
 		Token: types.StringNull(), ClusterCACertificate: types.StringNull(), ClientCertificate: types.StringNull(),
@@ -57,7 +56,7 @@ func writeKubeconfig(t *testing.T) string {
 func TestConnectionNothingConfigured(t *testing.T) {
 	clearKubeEnv(t)
 	t.Setenv("KUBECONFIG", writeKubeconfig(t))
-	cfg, skipped, err := nullModel().restConfig()
+	cfg, skipped, err := nullModel().RestConfig()
 	if err != nil || cfg != nil || skipped == "" {
 		t.Fatalf("got cfg %v, skipped %q, err %v; want no config and a reason", cfg, skipped, err)
 	}
@@ -67,7 +66,7 @@ func TestConnectionEnvironment(t *testing.T) {
 	clearKubeEnv(t)
 	t.Setenv("KUBE_CONFIG_PATH", writeKubeconfig(t))
 	t.Setenv("KUBE_CTX", "ctx-b")
-	cfg, _, err := nullModel().restConfig()
+	cfg, _, err := nullModel().RestConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +84,7 @@ func TestConnectionExplicitWins(t *testing.T) {
 	m := nullModel()
 	m.ConfigContext = types.StringValue("ctx-a")
 	m.Token = types.StringValue("explicit-token")
-	cfg, _, err := m.restConfig()
+	cfg, _, err := m.RestConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +101,7 @@ func TestConnectionHostOnly(t *testing.T) {
 	m.Insecure = types.BoolValue(true)
 	m.Exec = &execModel{APIVersion: types.StringValue("client.authentication.k8s.io/v1beta1"), Command: types.StringValue("get-token"),
 		Args: types.ListValueMust(types.StringType, []attr.Value{types.StringValue("--cluster"), types.StringValue("c")}), Env: types.MapNull(types.StringType)}
-	cfg, _, err := m.restConfig()
+	cfg, _, err := m.RestConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +116,7 @@ func TestConnectionUnknown(t *testing.T) {
 	clearKubeEnv(t)
 	m := nullModel()
 	m.Host = types.StringUnknown()
-	cfg, skipped, err := m.restConfig()
+	cfg, skipped, err := m.RestConfig()
 	if err != nil || cfg != nil || skipped == "" {
 		t.Fatalf("got cfg %v, skipped %q, err %v; want a skip naming host", cfg, skipped, err)
 	}
@@ -127,24 +126,7 @@ func TestConnectionBadPath(t *testing.T) {
 	clearKubeEnv(t)
 	m := nullModel()
 	m.ConfigPath = types.StringValue(filepath.Join(t.TempDir(), "missing"))
-	if _, _, err := m.restConfig(); err == nil {
+	if _, _, err := m.RestConfig(); err == nil {
 		t.Fatal("a missing kubeconfig must be an error")
-	}
-}
-
-func TestAttributePath(t *testing.T) {
-	for in, want := range map[string]path.Path{
-		"fraction":                  path.Root("fraction"),
-		"container.image":           path.Root("container").AtName("image"),
-		`slices["v100-8gi"]`:        path.Root("slices").AtMapKey("v100-8gi"),
-		"container.port[0].name":    path.Root("container").AtName("port").AtListIndex(0).AtName("name"),
-		`container.env["A.B"]`:      path.Root("container").AtName("env").AtMapKey("A.B"),
-		"fractions[2]":              path.Root("fractions").AtListIndex(2),
-		"container.readiness_probe": path.Root("container").AtName("readiness_probe"),
-	} {
-		got, ok := attributePath(in)
-		if !ok || !got.Equal(want) {
-			t.Errorf("attributePath(%q) = %s, %v; want %s", in, got, ok, want)
-		}
 	}
 }

@@ -1,4 +1,8 @@
-package provider
+// Package tfvalue carries values across the gpuslice provider's boundary:
+// terraform-plugin-framework values to and from cty (the form the engine
+// decodes, unknown and null keeping their meaning), engine attribute paths
+// to framework paths, and engine diagnostics to framework diagnostics.
+package tfvalue
 
 import (
 	"fmt"
@@ -6,16 +10,15 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/zclconf/go-cty/cty"
 
 	enginediag "github.com/gpuslice/gpuslice/engine/diag"
 )
-
-// Values cross from the framework to the engine as cty values, the form the
-// HCL front end decodes; unknown and null values keep their meaning.
 
 func ctyType(t tftypes.Type) (cty.Type, error) {
 	switch {
@@ -52,8 +55,8 @@ func ctyType(t tftypes.Type) (cty.Type, error) {
 	return cty.NilType, fmt.Errorf("type %s has no cty equivalent", t)
 }
 
-// toCty converts a framework value (plan, state or config) to cty.
-func toCty(v tftypes.Value) (cty.Value, error) {
+// ToCty converts a framework value (plan, state or config) to cty.
+func ToCty(v tftypes.Value) (cty.Value, error) {
 	ty, err := ctyType(v.Type())
 	if err != nil {
 		return cty.NilVal, err
@@ -100,7 +103,7 @@ func toCty(v tftypes.Value) (cty.Value, error) {
 		}
 		vals := map[string]cty.Value{}
 		for k, e := range elems {
-			if vals[k], err = toCty(e); err != nil {
+			if vals[k], err = ToCty(e); err != nil {
 				return cty.NilVal, err
 			}
 		}
@@ -118,7 +121,7 @@ func toCty(v tftypes.Value) (cty.Value, error) {
 func ctyValues(elems []tftypes.Value) ([]cty.Value, error) {
 	var out []cty.Value
 	for _, e := range elems {
-		c, err := toCty(e)
+		c, err := ToCty(e)
 		if err != nil {
 			return nil, err
 		}
@@ -127,8 +130,8 @@ func ctyValues(elems []tftypes.Value) ([]cty.Value, error) {
 	return out, nil
 }
 
-// fromCty converts a cty value to a framework value of type ty.
-func fromCty(v cty.Value, ty tftypes.Type) (tftypes.Value, error) {
+// FromCty converts a cty value to a framework value of type ty.
+func FromCty(v cty.Value, ty tftypes.Type) (tftypes.Value, error) {
 	switch {
 	case !v.IsKnown():
 		return tftypes.NewValue(ty, tftypes.UnknownValue), nil
@@ -147,7 +150,7 @@ func fromCty(v cty.Value, ty tftypes.Type) (tftypes.Value, error) {
 		var elems []tftypes.Value
 		for it := v.ElementIterator(); it.Next(); {
 			_, e := it.Element()
-			fe, err := fromCty(e, elemType)
+			fe, err := FromCty(e, elemType)
 			if err != nil {
 				return tftypes.Value{}, err
 			}
@@ -158,7 +161,7 @@ func fromCty(v cty.Value, ty tftypes.Type) (tftypes.Value, error) {
 		elems := map[string]tftypes.Value{}
 		for it := v.ElementIterator(); it.Next(); {
 			k, e := it.Element()
-			fe, err := fromCty(e, tt.ElementType)
+			fe, err := FromCty(e, tt.ElementType)
 			if err != nil {
 				return tftypes.Value{}, err
 			}
@@ -172,7 +175,7 @@ func fromCty(v cty.Value, ty tftypes.Type) (tftypes.Value, error) {
 			if v.Type().HasAttribute(name) {
 				av = v.GetAttr(name)
 			}
-			fa, err := fromCty(av, at)
+			fa, err := FromCty(av, at)
 			if err != nil {
 				return tftypes.Value{}, fmt.Errorf("%s: %w", name, err)
 			}
@@ -190,9 +193,9 @@ func elementType(t tftypes.Type) tftypes.Type {
 	return t.(tftypes.Set).ElementType
 }
 
-// attributePath turns an engine attribute path (`container.port[0].name`,
+// AttributePath turns an engine attribute path (`container.port[0].name`,
 // `slices["v100-8gi"]`) into a framework path; empty means the resource.
-func attributePath(attribute string) (path.Path, bool) {
+func AttributePath(attribute string) (path.Path, bool) {
 	if attribute == "" {
 		return path.Empty(), false
 	}
@@ -243,11 +246,11 @@ func splitPath(s string) []string {
 	return append(parts, cur.String())
 }
 
-// addDiagnostics reports engine diagnostics on their attributes.
-func addDiagnostics(out *diag.Diagnostics, ds enginediag.Diagnostics) {
+// AddDiagnostics reports engine diagnostics on their attributes.
+func AddDiagnostics(out *diag.Diagnostics, ds enginediag.Diagnostics) {
 	for _, d := range ds {
 		summary, detail := d.Summary, d.Detail
-		p, ok := attributePath(d.Attribute)
+		p, ok := AttributePath(d.Attribute)
 		switch {
 		case ok && d.Severity == enginediag.Warning:
 			out.AddAttributeWarning(p, summary, detail)
@@ -259,4 +262,40 @@ func addDiagnostics(out *diag.Diagnostics, ds enginediag.Diagnostics) {
 			out.AddError(summary, detail)
 		}
 	}
+}
+
+// Strings reads a list of strings; unknown is set when the list or an
+// element is known only after apply.
+func Strings(l types.List) (out []string, unknown bool) {
+	if l.IsUnknown() {
+		return nil, true
+	}
+	for _, e := range l.Elements() {
+		s, ok := e.(types.String)
+		if !ok || s.IsUnknown() {
+			return nil, true
+		}
+		out = append(out, s.ValueString())
+	}
+	return out, false
+}
+
+// Primitive converts a string or number, as computed attributes hold, to
+// its framework value.
+func Primitive(v cty.Value) attr.Value {
+	switch {
+	case v.Type() == cty.String && !v.IsKnown():
+		return types.StringUnknown()
+	case v.Type() == cty.String && v.IsNull():
+		return types.StringNull()
+	case v.Type() == cty.String:
+		return types.StringValue(v.AsString())
+	case v.Type() == cty.Number && !v.IsKnown():
+		return types.NumberUnknown()
+	case v.Type() == cty.Number && v.IsNull():
+		return types.NumberNull()
+	case v.Type() == cty.Number:
+		return types.NumberValue(v.AsBigFloat())
+	}
+	panic(fmt.Sprintf("provider: computed attribute of type %s", v.Type().FriendlyName()))
 }

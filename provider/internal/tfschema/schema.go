@@ -1,4 +1,8 @@
-package provider
+// Package tfschema builds the provider's resource schemas from
+// engine/schema, the one declaration of every attribute that the CLI's HCL
+// front end reads too, so `gpuslice plan` and `terraform plan` accept
+// exactly the same blocks.
+package tfschema
 
 import (
 	"fmt"
@@ -21,12 +25,8 @@ import (
 	engineschema "github.com/gpuslice/gpuslice/engine/schema"
 )
 
-// The provider's schemas are built from engine/schema, the one declaration
-// of every attribute that the HCL front end reads too, so `gpuslice plan`
-// and `terraform plan` accept exactly the same blocks.
-
-// resourceSchema converts an engine resource to a framework schema.
-func resourceSchema(r engineschema.Resource) schema.Schema {
+// Resource converts an engine resource to a framework schema.
+func Resource(r engineschema.Resource) schema.Schema {
 	attrs, blocks := convertBlock(r.Block)
 	return schema.Schema{
 		Description:         r.Description,

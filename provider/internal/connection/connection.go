@@ -1,4 +1,7 @@
-package provider
+// Package connection is the provider block of the gpuslice provider: the
+// cluster connection, with the arguments and KUBE_* environment variables
+// of the hashicorp/kubernetes provider, turned into a client configuration.
+package connection
 
 import (
 	"fmt"
@@ -12,11 +15,13 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 )
 
-// connectionModel is the provider block: the cluster connection, named and
+// Model is the provider block: the cluster connection, named and
 // behaving like the hashicorp/kubernetes provider's.
-type connectionModel struct {
+type Model struct {
 	ConfigPath            types.String `tfsdk:"config_path"`
 	ConfigPaths           types.List   `tfsdk:"config_paths"`
 	ConfigContext         types.String `tfsdk:"config_context"`
@@ -40,7 +45,8 @@ type execModel struct {
 	Env        types.Map    `tfsdk:"env"`
 }
 
-func connectionAttributes() map[string]schema.Attribute {
+// Attributes are the provider block's arguments.
+func Attributes() map[string]schema.Attribute {
 	str := func(desc, env string, sensitive bool) schema.StringAttribute {
 		if env != "" {
 			desc += " Environment: `" + env + "`."
@@ -64,7 +70,8 @@ func connectionAttributes() map[string]schema.Attribute {
 	}
 }
 
-func connectionBlocks() map[string]schema.Block {
+// Blocks are the provider block's nested blocks.
+func Blocks() map[string]schema.Block {
 	return map[string]schema.Block{
 		"exec": schema.SingleNestedBlock{
 			MarkdownDescription: "Get credentials from a command (a client-go credential plugin), e.g. `aws eks get-token`.",
@@ -94,24 +101,10 @@ func value(v types.String, env string) (s string, unknown bool) {
 	return os.Getenv(env), false
 }
 
-func stringList(l types.List) (out []string, unknown bool) {
-	if l.IsUnknown() {
-		return nil, true
-	}
-	for _, e := range l.Elements() {
-		s, ok := e.(types.String)
-		if !ok || s.IsUnknown() {
-			return nil, true
-		}
-		out = append(out, s.ValueString())
-	}
-	return out, false
-}
-
-// restConfig builds the client configuration. skipped is set (and the
+// RestConfig builds the client configuration. skipped is set (and the
 // config nil) when there is no cluster to talk to yet: a value is unknown
 // until apply, or nothing is configured.
-func (m connectionModel) restConfig() (cfg *rest.Config, skipped string, err error) {
+func (m Model) RestConfig() (cfg *rest.Config, skipped string, err error) {
 	var unknown []string
 	get := func(name string, v types.String, env string) string {
 		s, u := value(v, env)
@@ -123,7 +116,7 @@ func (m connectionModel) restConfig() (cfg *rest.Config, skipped string, err err
 	configPath := get("config_path", m.ConfigPath, "KUBE_CONFIG_PATH")
 	var paths []string
 	if !m.ConfigPaths.IsNull() {
-		ps, u := stringList(m.ConfigPaths)
+		ps, u := tfvalue.Strings(m.ConfigPaths)
 		if u {
 			unknown = append(unknown, "config_paths")
 		}
@@ -202,7 +195,7 @@ func (e *execModel) config() (*clientcmdapi.ExecConfig, bool, error) {
 	if e.APIVersion.ValueString() == "" {
 		return nil, false, fmt.Errorf("exec.api_version is empty: set the plugin's ExecCredential version, e.g. client.authentication.k8s.io/v1beta1")
 	}
-	args, u := stringList(e.Args)
+	args, u := tfvalue.Strings(e.Args)
 	if u {
 		return nil, true, nil
 	}

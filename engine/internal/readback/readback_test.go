@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 
-	"github.com/gpuslice/gpuslice/engine/readback"
+	"github.com/gpuslice/gpuslice/engine/internal/readback"
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
