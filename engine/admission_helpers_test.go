@@ -29,7 +29,7 @@ import (
 
 	"github.com/gpuslice/gpuslice/engine"
 	"github.com/gpuslice/gpuslice/engine/apply"
-	"github.com/gpuslice/gpuslice/engine/config"
+	"github.com/gpuslice/gpuslice/engine/hclstack"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/internal/cluster"
@@ -82,7 +82,7 @@ func setUpAdmission(tb testing.TB, cl *cluster.Cluster) (*admissionEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, diags := config.Load("testdata/admission/stack", config.Options{Stack: "admission", VarOptions: config.VarOptions{Env: []string{}}})
+	c, diags := hclstack.Load("testdata/admission/stack", hclstack.Options{Stack: "admission", VarOptions: hclstack.VarOptions{Env: []string{}}})
 	if diags.HasErrors() {
 		return nil, diags.Err()
 	}

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuslice/gpuslice/acctest/draproof"
-	"github.com/gpuslice/gpuslice/engine/checks"
+	"github.com/gpuslice/gpuslice/engine/internal/checks"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 )

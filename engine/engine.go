@@ -1,8 +1,13 @@
 // Package engine is the front door for the CLI and the Terraform provider:
-// plan a stack against a cluster, apply or destroy it, wait for its
-// workloads and diagnose them. The subpackages do the work (config: HCL,
-// spec: validation, render: objects, plan, apply, inventory, status); this
-// one wires them to one set of clients.
+// plan a stack or one resource against a cluster, apply or destroy it,
+// wait for its workloads, diagnose them, read resources back and report
+// the cluster's GPUs. The subpackages do the work — spec (the typed
+// resources and their validation), config (decoding a resource's values),
+// hclstack (the CLI's .tf evaluator), render, plan, apply, status,
+// capacity, and under internal/ the plan-time checks, readback, inventory
+// and object plumbing only the engine uses; this package wires them to one
+// set of clients. It is the only code that talks to the API server to
+// provision.
 package engine
 
 import (
@@ -14,11 +19,11 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/gpuslice/gpuslice/engine/apply"
-	"github.com/gpuslice/gpuslice/engine/checks"
 	"github.com/gpuslice/gpuslice/engine/diag"
-	"github.com/gpuslice/gpuslice/engine/inventory"
+	"github.com/gpuslice/gpuslice/engine/internal/checks"
+	"github.com/gpuslice/gpuslice/engine/internal/inventory"
+	"github.com/gpuslice/gpuslice/engine/internal/objects"
 	"github.com/gpuslice/gpuslice/engine/kube"
-	"github.com/gpuslice/gpuslice/engine/objects"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/engine/spec"
@@ -75,6 +80,13 @@ func (e *Engine) Check(ctx context.Context, s *spec.Stack) diag.Diagnostics {
 		return checks.Run(s, t, nil, fmt.Sprintf("reading the cluster failed (%v)", err))
 	}
 	return checks.Run(s, t, facts, "")
+}
+
+// CheckOffline runs the plan-time checks that need no cluster (image vs
+// GPU generation, container RAM, model fit, model storage), as `gpuslice
+// validate` does.
+func CheckOffline(s *spec.Stack, t *tables.Set) diag.Diagnostics {
+	return checks.Run(s, t, nil, "")
 }
 
 // PlanDestroy plans removing everything the stack applied.

@@ -2,134 +2,19 @@ package engine_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/gpuslice/gpuslice/engine"
 	"github.com/gpuslice/gpuslice/engine/apply"
-	"github.com/gpuslice/gpuslice/engine/config"
-	"github.com/gpuslice/gpuslice/engine/objects"
+	"github.com/gpuslice/gpuslice/engine/internal/objects"
 	"github.com/gpuslice/gpuslice/engine/plan"
-	"github.com/gpuslice/gpuslice/engine/spec"
-	"github.com/gpuslice/gpuslice/internal/cluster"
-	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 )
-
-func TestMain(m *testing.M) {
-	os.Exit(clustertest.Main(m, cluster.Options{}, func(c *cluster.Cluster) error {
-		for _, n := range []string{"gpu-node-1", "gpu-node-2"} {
-			if _, err := c.AddNode(context.Background(), cluster.NodeSpec{Name: n}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}))
-}
-
-// stackHCL is a stack of one package, quota and workload in namespace ns;
-// extra is appended.
-func stackHCL(ns, extra string) string {
-	return `
-resource "gpuslice_package" "small" {
-  name      = "` + ns + `-8gi"
-  gpu_model = "Tesla V100-PCIE-32GB"
-  fraction  = 25
-}
-
-resource "gpuslice_quota" "q" {
-  namespace       = "` + ns + `"
-  slices          = { (gpuslice_package.small.name) = 2 }
-  cpu_requests    = "8"
-  memory_requests = "16Gi"
-}
-
-resource "gpuslice_workload" "ollama" {
-  namespace = gpuslice_quota.q.namespace
-  name      = "ollama"
-  package   = gpuslice_package.small.name
-  wait_for  = "none"
-  container {
-    image          = "ollama/ollama:0.24.0"
-    cpu_request    = "1"
-    memory_request = "2Gi"
-    memory_limit   = "4Gi"
-    env            = { OLLAMA_CONTEXT_LENGTH = "16384" }
-    port {
-      container_port = 11434
-    }
-  }
-  expose {
-    port = 11434
-  }
-}
-` + extra
-}
-
-func loadStack(t *testing.T, stack, hcl string) *spec.Stack {
-	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(hcl), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c, diags := config.Load(dir, config.Options{Stack: stack, VarOptions: config.VarOptions{Env: []string{}}})
-	if diags.HasErrors() {
-		t.Fatal(diags.Err())
-	}
-	return c.Stack
-}
-
-func newEngine(t *testing.T) (*engine.Engine, *cluster.Cluster) {
-	t.Helper()
-	c := clustertest.Shared(t)
-	e, err := engine.New(c.RESTConfig(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e, c
-}
-
-func mustPlan(t *testing.T, e *engine.Engine, s *spec.Stack) *plan.Plan {
-	t.Helper()
-	p, err := e.Plan(context.Background(), s, plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Diagnostics.HasErrors() {
-		t.Fatal(p.Diagnostics.Err())
-	}
-	return p
-}
-
-func mustApply(t *testing.T, e *engine.Engine, s *spec.Stack) *plan.Plan {
-	t.Helper()
-	p := mustPlan(t, e, s)
-	if err := e.Apply(context.Background(), p, apply.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func planText(p *plan.Plan) string {
-	var b strings.Builder
-	p.WriteText(&b)
-	return b.String()
-}
-
-func requireNoChanges(t *testing.T, e *engine.Engine, s *spec.Stack) {
-	t.Helper()
-	if p := mustPlan(t, e, s); p.HasChanges() {
-		t.Fatalf("plan after apply is not empty:\n%s", planText(p))
-	}
-}
 
 func TestApplyIsIdempotent(t *testing.T) {
 	e, c := newEngine(t)
@@ -322,66 +207,6 @@ resource "gpuslice_workload" "second" {
 	}
 }
 
-func TestObjectsNotOwnedAreNotTaken(t *testing.T) {
-	e, c := newEngine(t)
-	ctx := context.Background()
-	// A device class someone made by hand, with the name a package wants.
-	if _, err := c.Client().ResourceV1().DeviceClasses().Create(ctx, mustDeviceClass("owned-8gi"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s := loadStack(t, "owned", stackHCL("owned", ""))
-	p, err := e.Plan(ctx, s, plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !p.Diagnostics.HasErrors() || !strings.Contains(p.Diagnostics.Err().Error(), "DeviceClass owned-8gi already exists and was not created by gpuslice") {
-		t.Fatalf("plan diagnostics = %v, want an object-in-the-way error", p.Diagnostics.Err())
-	}
-	if err := e.Apply(ctx, p, apply.Options{}); err == nil {
-		t.Fatal("apply went ahead with an object in the way")
-	}
-	p, err = e.Plan(ctx, s, plan.Options{Adopt: true})
-	if err != nil || p.Diagnostics.HasErrors() {
-		t.Fatalf("adopting plan: %v %v", err, p.Diagnostics.Err())
-	}
-	if err := e.Apply(ctx, p, apply.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	requireNoChanges(t, e, s)
-
-	// Another stack may not take this stack's objects.
-	other := loadStack(t, "other", stackHCL("owned", ""))
-	p, err = e.Plan(ctx, other, plan.Options{Adopt: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !p.Diagnostics.HasErrors() || !strings.Contains(p.Diagnostics.Err().Error(), `belongs to gpuslice stack "owned"`) {
-		t.Fatalf("plan of another stack = %v, want an ownership error", p.Diagnostics.Err())
-	}
-}
-
-func TestConflictWithAnotherApplier(t *testing.T) {
-	e, c := newEngine(t)
-	ctx := context.Background()
-	s := loadStack(t, "conflict", stackHCL("conflict", ""))
-	mustApply(t, e, s)
-	// Another declarative tool claims the quota's CPU with server-side apply.
-	body := `{"apiVersion":"v1","kind":"ResourceQuota","metadata":{"name":"gpuslice","namespace":"conflict"},"spec":{"hard":{"requests.cpu":"3"}}}`
-	if _, err := c.Client().CoreV1().ResourceQuotas("conflict").Patch(ctx, "gpuslice", types.ApplyPatchType, []byte(body),
-		metav1.PatchOptions{FieldManager: "argocd", Force: boolPtr(true)}); err != nil {
-		t.Fatal(err)
-	}
-	p := mustPlan(t, e, s)
-	err := e.Apply(ctx, p, apply.Options{})
-	if err == nil || !strings.Contains(err.Error(), `"argocd"`) || !strings.Contains(err.Error(), "-force-conflicts") {
-		t.Fatalf("apply error = %v, want a conflict naming argocd and -force-conflicts", err)
-	}
-	if err := e.Apply(ctx, mustPlan(t, e, s), apply.Options{ForceConflicts: true}); err != nil {
-		t.Fatal(err)
-	}
-	requireNoChanges(t, e, s)
-}
-
 func TestImmutableChangeReplaces(t *testing.T) {
 	e, c := newEngine(t)
 	ctx := context.Background()
@@ -433,118 +258,6 @@ resource "gpuslice_workload" "train" {
 		t.Errorf("job not replaced: uid %s → %s, image %s", before.UID, after.UID, after.Spec.Template.Spec.Containers[0].Image)
 	}
 	requireNoChanges(t, e, s)
-}
-
-// TestInterruptedApplyConverges stops the API server in the middle of an
-// apply, starts it again, and applies a smaller configuration: everything
-// the interrupted apply created but the configuration no longer has is
-// pruned, nothing is duplicated.
-func TestInterruptedApplyConverges(t *testing.T) {
-	// A cluster of its own: the outage would disturb the controllers the
-	// other tests rely on.
-	c := clustertest.Start(t, cluster.Options{})
-	e, err := engine.New(c.RESTConfig(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	extra := ""
-	for _, name := range []string{"a", "b", "c", "d"} {
-		extra += `
-resource "gpuslice_workload" "w` + name + `" {
-  namespace = gpuslice_quota.q.namespace
-  name      = "w` + name + `"
-  package   = gpuslice_package.small.name
-  wait_for  = "none"
-  container {
-    image          = "busybox:1.36"
-    cpu_request    = "100m"
-    memory_request = "64Mi"
-  }
-}
-`
-	}
-	big := loadStack(t, "outage", stackHCL("outage", extra))
-	p := mustPlan(t, e, big)
-	applied := 0
-	err = e.Apply(ctx, p, apply.Options{Concurrency: 1, Progress: func(ev apply.Event) {
-		if ev.Err == nil {
-			applied++
-		}
-		if applied == 5 && ev.Err == nil {
-			c.StopAPIServer()
-		}
-	}})
-	if err == nil {
-		t.Fatal("apply succeeded although the API server was stopped half-way")
-	}
-	t.Logf("interrupted after %d objects: %v", applied, firstLine(err))
-	if err := c.StartAPIServer(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	small := loadStack(t, "outage", stackHCL("outage", ""))
-	final := mustApply(t, e, small)
-	requireNoChanges(t, e, small)
-
-	// No orphans: every object labelled with the stack is one the
-	// configuration renders, and the inventory lists exactly those.
-	want := map[string]bool{}
-	for _, r := range final.Desired {
-		want[r.Key()] = true
-	}
-	for _, kind := range []string{"Deployment", "ResourceClaimTemplate"} {
-		var names []string
-		switch kind {
-		case "Deployment":
-			l, err := c.Client().AppsV1().Deployments("outage").List(ctx, metav1.ListOptions{LabelSelector: objects.LabelStack + "=outage"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, d := range l.Items {
-				names = append(names, d.Name)
-			}
-		case "ResourceClaimTemplate":
-			l, err := c.Client().ResourceV1().ResourceClaimTemplates("outage").List(ctx, metav1.ListOptions{LabelSelector: objects.LabelStack + "=outage"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, d := range l.Items {
-				names = append(names, d.Name)
-			}
-		}
-		if len(names) != 1 {
-			t.Errorf("%d %s objects left in the stack (%v), want 1", len(names), kind, names)
-		}
-	}
-	refs, err := e.Inventory.Load(ctx, "outage")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(refs) != len(want) {
-		t.Errorf("inventory has %d objects, want %d", len(refs), len(want))
-	}
-	for _, r := range refs {
-		if !want[r.Key()] {
-			t.Errorf("inventory still lists %s", r)
-		}
-	}
-}
-
-func firstLine(err error) string {
-	s := err.Error()
-	if i := strings.IndexByte(s, '\n'); i > 0 {
-		return s[:i]
-	}
-	return s
-}
-
-func boolPtr(b bool) *bool { return &b }
-
-func mustDeviceClass(name string) *resourcev1.DeviceClass {
-	return &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourcev1.DeviceClassSpec{
-		Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "example.com"`}}},
-	}}
 }
 
 // image_pull_policy reaches the container when set; unset, the API

@@ -2,32 +2,31 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuslice/gpuslice/contract"
-	"github.com/gpuslice/gpuslice/engine/checks"
 	"github.com/gpuslice/gpuslice/engine/diag"
-	"github.com/gpuslice/gpuslice/engine/objects"
+	"github.com/gpuslice/gpuslice/engine/internal/checks"
+	"github.com/gpuslice/gpuslice/engine/internal/objects"
+	"github.com/gpuslice/gpuslice/engine/internal/readback"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/engine/schema"
 	"github.com/gpuslice/gpuslice/engine/spec"
 	"github.com/gpuslice/gpuslice/engine/status"
 	"github.com/gpuslice/gpuslice/schemas/tables"
 )
 
 // The Terraform provider manages each resource instance as its own stack
-// with its own inventory, so plan, apply, prune, drift and ownership work
-// exactly as for a whole configuration. What a resource needs from the rest
-// of the configuration — the platform's fractions and tenant label, every
-// package a quota must set to 0 — it learns from the cluster instead
-// (ResourceContext).
+// (spec.Resource.StackName) with its own inventory, so plan, apply, prune,
+// drift and ownership work exactly as for a whole configuration. What a
+// resource needs from the rest of the configuration — the platform's
+// fractions and tenant label, every package a quota must set to 0 — it
+// learns from the cluster instead (ResourceContext).
 
 // ResourceContext is what the cluster says about the resources around one
 // resource instance.
@@ -59,14 +58,11 @@ func (e *Engine) LoadResourceContext(ctx context.Context) (ResourceContext, erro
 		return rc, fmt.Errorf("read the platform settings (ConfigMaps %s): %w", render.PlatformConfigMap, err)
 	}
 	if err == nil && len(cms.Items) > 0 {
-		cm := cms.Items[0]
-		p := &spec.Platform{Meta: spec.Meta{Address: "cluster.gpuslice_platform"}, Namespace: cm.Namespace,
-			TenantLabel: cm.Data["tenantLabel"], AdmissionPolicies: cm.Data["admissionPolicies"] == "true"}
-		for _, f := range strings.Split(cm.Data["fractions"], ",") {
-			if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil {
-				p.Fractions = append(p.Fractions, n)
-			}
+		p, err := render.PlatformOf(&cms.Items[0])
+		if err != nil {
+			return rc, err
 		}
+		p.Address = "cluster.gpuslice_platform"
 		rc.Platform = p
 	}
 	classes, err := e.Clients.Typed.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{LabelSelector: managed + "," + contract.LabelPackage})
@@ -84,29 +80,6 @@ func (e *Engine) LoadResourceContext(ctx context.Context) (ResourceContext, erro
 	return rc, nil
 }
 
-// ResourceStackName names the stack of one resource instance from its type
-// and id, e.g. tf-workload-team-a.ollama. It fits a label value.
-func ResourceStackName(resource any) string {
-	var name string
-	switch r := resource.(type) {
-	case *spec.Platform:
-		name = "tf-platform-" + r.Namespace
-	case *spec.Package:
-		name = "tf-package-" + r.Name
-	case *spec.Quota:
-		name = "tf-quota-" + r.Namespace
-	case *spec.Workload:
-		name = "tf-workload-" + r.Namespace + "." + r.Name
-	default:
-		panic(fmt.Sprintf("engine.ResourceStackName: unexpected %T", resource))
-	}
-	if len(name) > 63 {
-		sum := sha256.Sum256([]byte(name))
-		name = name[:54] + "-" + hex.EncodeToString(sum[:])[:8]
-	}
-	return name
-}
-
 // ResourceAddress is the address a resource instance's objects are
 // annotated with, e.g. gpuslice_workload.team-a/ollama.
 func ResourceAddress(resourceType, id string) string { return resourceType + "." + id }
@@ -114,25 +87,18 @@ func ResourceAddress(resourceType, id string) string { return resourceType + "."
 // resourceStack builds the stack that renders and validates one resource:
 // the resource itself plus its context (the platform unless it is the
 // platform, and every other package), resolved.
-func resourceStack(resource any, rc ResourceContext, models tables.GPUModels) *spec.Stack {
-	s := &spec.Stack{Name: ResourceStackName(resource)}
-	self := ""
-	switch r := resource.(type) {
-	case *spec.Platform:
-		s.Platform = r
-	case *spec.Package:
-		s.Packages = append(s.Packages, r)
-		self = r.Name
-	case *spec.Quota:
-		s.Quotas = append(s.Quotas, r)
-	case *spec.Workload:
-		s.Workloads = append(s.Workloads, r)
-	}
+func resourceStack(r spec.Resource, rc ResourceContext, models tables.GPUModels) *spec.Stack {
+	s := spec.StackOf(r)
+	s.Name = r.StackName()
 	if s.Platform == nil {
 		s.Platform = rc.Platform
 	}
+	own := map[string]bool{}
+	for _, p := range s.Packages {
+		own[p.Name] = true
+	}
 	for _, p := range rc.Packages {
-		if p.Name != self {
+		if !own[p.Name] {
 			s.Packages = append(s.Packages, p)
 		}
 	}
@@ -140,28 +106,14 @@ func resourceStack(resource any, rc ResourceContext, models tables.GPUModels) *s
 	return s
 }
 
-func addressOf(resource any) string {
-	switch r := resource.(type) {
-	case *spec.Platform:
-		return r.Address
-	case *spec.Package:
-		return r.Address
-	case *spec.Quota:
-		return r.Address
-	case *spec.Workload:
-		return r.Address
-	}
-	return ""
-}
-
 // ValidateResource validates one resource in its context and returns its
 // own diagnostics. extraPackages are package names known to exist besides
 // the context's (e.g. created in the same Terraform run).
-func ValidateResource(resource any, rc ResourceContext, models tables.GPUModels, extraPackages ...string) diag.Diagnostics {
-	s := resourceStack(resource, rc, models)
+func ValidateResource(r spec.Resource, rc ResourceContext, models tables.GPUModels, extraPackages ...string) diag.Diagnostics {
+	s := resourceStack(r, rc, models)
 	var out diag.Diagnostics
 	for _, d := range spec.Validate(s, models, extraPackages...) {
-		if d.Address == addressOf(resource) {
+		if d.Address == r.Addr() {
 			out = append(out, d)
 		}
 	}
@@ -170,23 +122,21 @@ func ValidateResource(resource any, rc ResourceContext, models tables.GPUModels,
 
 // ResolveResource fills the resource's computed attributes (a package's
 // memory and compute share) from the GPU model table.
-func ResolveResource(resource any, models tables.GPUModels) {
-	if p, ok := resource.(*spec.Package); ok {
-		(&spec.Stack{Packages: []*spec.Package{p}}).Resolve(models)
-	}
+func ResolveResource(r spec.Resource, models tables.GPUModels) {
+	spec.StackOf(r).Resolve(models)
 }
 
 // PlanResource renders one resource in its context and plans its own
 // objects against the cluster and its stack's inventory.
-func (e *Engine) PlanResource(ctx context.Context, resource any, rc ResourceContext, models tables.GPUModels, opts plan.Options) (*plan.Plan, error) {
-	s := resourceStack(resource, rc, models)
+func (e *Engine) PlanResource(ctx context.Context, r spec.Resource, rc ResourceContext, models tables.GPUModels, opts plan.Options) (*plan.Plan, error) {
+	s := resourceStack(r, rc, models)
 	all, err := render.Stack(s)
 	if err != nil {
 		return nil, err
 	}
 	var own []objects.Object
 	for _, o := range all {
-		if o.Address == addressOf(resource) {
+		if o.Address == r.Addr() {
 			own = append(own, o)
 		}
 	}
@@ -194,25 +144,77 @@ func (e *Engine) PlanResource(ctx context.Context, resource any, rc ResourceCont
 }
 
 // PlanResourceDestroy plans removing everything one resource applied.
-func (e *Engine) PlanResourceDestroy(ctx context.Context, resource any) (*plan.Plan, error) {
-	return e.PlanDestroy(ctx, ResourceStackName(resource))
+func (e *Engine) PlanResourceDestroy(ctx context.Context, r spec.Resource) (*plan.Plan, error) {
+	return e.PlanDestroy(ctx, r.StackName())
 }
 
-// ResourceStatus diagnoses one workload.
-func (e *Engine) ResourceStatus(ctx context.Context, w *spec.Workload) (status.Status, error) {
-	st, err := e.Status(ctx, &spec.Stack{Workloads: []*spec.Workload{w}})
+// ResourceStatus diagnoses one resource; ok is false for a resource that
+// has no status of its own (anything but a workload).
+func (e *Engine) ResourceStatus(ctx context.Context, r spec.Resource) (st status.Status, ok bool, err error) {
+	statuses, err := e.Status(ctx, spec.StackOf(r))
 	if err != nil {
-		return status.Status{}, err
+		return status.Status{}, false, err
 	}
-	return st[w.Address], nil
+	st, ok = statuses[r.Addr()]
+	return st, ok, nil
+}
+
+// ReadResource reads the resource of type resourceType whose import ID is
+// id back from the cluster: nil when it is not applied. prior, when known,
+// supplies what the cluster does not record (a workload's wait_for); it
+// must be of the same type.
+func (e *Engine) ReadResource(ctx context.Context, resourceType, id string, prior spec.Resource) (spec.Resource, error) {
+	c := e.Clients.Typed
+	was := &spec.Stack{}
+	if prior != nil {
+		was = spec.StackOf(prior)
+	}
+	switch resourceType {
+	case schema.Platform.Type:
+		p, err := readback.Platform(ctx, c, id)
+		if p == nil {
+			return nil, err
+		}
+		return p, err
+	case schema.Package.Type:
+		p, err := readback.Package(ctx, c, id)
+		if p == nil {
+			return nil, err
+		}
+		return p, err
+	case schema.Quota.Type:
+		q, err := readback.Quota(ctx, c, id, first(was.Quotas))
+		if q == nil {
+			return nil, err
+		}
+		return q, err
+	case schema.Workload.Type:
+		ns, name, ok := strings.Cut(id, "/")
+		if !ok {
+			return nil, fmt.Errorf("id %q is not <namespace>/<name>; import the workload again with such an ID", id)
+		}
+		w, err := readback.Workload(ctx, c, ns, name, first(was.Workloads))
+		if w == nil {
+			return nil, err
+		}
+		return w, err
+	}
+	return nil, fmt.Errorf("%s is not a gpuslice resource type; this is a bug in the caller", resourceType)
+}
+
+func first[T any](xs []*T) *T {
+	if len(xs) == 0 {
+		return nil
+	}
+	return xs[0]
 }
 
 // CheckResource runs the plan-time checks on one resource in its context
 // and returns its own diagnostics (and the warning when cluster checks were
 // skipped). e may be nil when there is no cluster to ask: skipped then says
 // why, and only the checks that need no cluster run.
-func CheckResource(ctx context.Context, e *Engine, resource any, rc ResourceContext, t *tables.Set, skipped string) diag.Diagnostics {
-	s := resourceStack(resource, rc, t.GPUModels)
+func CheckResource(ctx context.Context, e *Engine, r spec.Resource, rc ResourceContext, t *tables.Set, skipped string) diag.Diagnostics {
+	s := resourceStack(r, rc, t.GPUModels)
 	var all diag.Diagnostics
 	if e != nil {
 		all = e.Check(ctx, s)
@@ -221,7 +223,7 @@ func CheckResource(ctx context.Context, e *Engine, resource any, rc ResourceCont
 	}
 	var out diag.Diagnostics
 	for _, d := range all {
-		if d.Address == addressOf(resource) || d.Address == "" {
+		if d.Address == r.Addr() || d.Address == "" {
 			out = append(out, d)
 		}
 	}

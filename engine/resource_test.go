@@ -1,40 +1,44 @@
 package engine_test
 
 import (
-	"strings"
+	"sort"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/util/validation"
-
-	"github.com/gpuslice/gpuslice/engine"
+	"github.com/gpuslice/gpuslice/engine/schema"
 	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/engine/status"
 )
 
-// Each Terraform resource instance has its own stack: the name is a valid
-// label value, stable, and different for different instances, long names
-// included.
-func TestResourceStackName(t *testing.T) {
-	long := strings.Repeat("n", 63)
-	names := map[string]any{
-		"tf-workload-a-b.c":  &spec.Workload{Namespace: "a-b", Name: "c"},
-		"tf-workload-a.b-c":  &spec.Workload{Namespace: "a", Name: "b-c"},
-		"tf-package-v100":    &spec.Package{Name: "v100"},
-		"tf-quota-team-a":    &spec.Quota{Namespace: "team-a"},
-		"tf-platform-system": &spec.Platform{Namespace: "system"},
+// Every computed attribute of a workload is filled in by someone: known at
+// plan (spec.Resource.PlannedAttributes) or learned from the cluster
+// (status.Status.Attributes), never both.
+func TestWorkloadComputedAttributesCovered(t *testing.T) {
+	w := &spec.Workload{Namespace: "a", Name: "b", Expose: &spec.Expose{Port: 80}}
+	filled := map[string]string{}
+	for name := range w.PlannedAttributes() {
+		filled[name] = "PlannedAttributes"
 	}
-	for want, r := range names {
-		if got := engine.ResourceStackName(r); got != want {
-			t.Errorf("ResourceStackName(%+v) = %q, want %q", r, got, want)
+	for name := range (status.Status{}).Attributes() {
+		if by, twice := filled[name]; twice {
+			t.Errorf("%s is filled by both %s and Status.Attributes", name, by)
+		}
+		filled[name] = "Status.Attributes"
+	}
+	var computed []string
+	for _, a := range schema.Workload.Attributes {
+		if a.Computed {
+			computed = append(computed, a.Name)
+			if filled[a.Name] == "" {
+				t.Errorf("computed attribute %s is filled by nothing", a.Name)
+			}
 		}
 	}
-	a := engine.ResourceStackName(&spec.Workload{Namespace: long, Name: strings.Repeat("x", 45)})
-	b := engine.ResourceStackName(&spec.Workload{Namespace: long, Name: strings.Repeat("y", 45)})
-	for _, n := range []string{a, b} {
-		if errs := validation.IsValidLabelValue(n); len(errs) > 0 {
-			t.Errorf("%q is not a label value: %v", n, errs)
+	if len(computed) != len(filled) {
+		names := make([]string, 0, len(filled))
+		for n := range filled {
+			names = append(names, n)
 		}
-	}
-	if a == b || a != engine.ResourceStackName(&spec.Workload{Namespace: long, Name: strings.Repeat("x", 45)}) {
-		t.Errorf("long names must stay distinct and stable: %q, %q", a, b)
+		sort.Strings(names)
+		t.Errorf("filled %v, but the schema's computed attributes are %v", names, computed)
 	}
 }

@@ -17,9 +17,9 @@ import (
 
 	"github.com/gpuslice/gpuslice/engine"
 	"github.com/gpuslice/gpuslice/engine/apply"
-	"github.com/gpuslice/gpuslice/engine/config"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 )
 
 func (r *gpusliceResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -49,7 +49,7 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 	if e == nil {
 		return
 	}
-	planned, err := toCty(raw)
+	planned, err := tfvalue.ToCty(raw)
 	if err != nil {
 		diags.AddError("Cannot read the plan", err.Error())
 		return
@@ -58,8 +58,8 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 	if target == nil {
 		return
 	}
-	if r.ops.timeouts {
-		d, ds := timeout(ctx, r.ops.wait(target))
+	if r.def.Waits {
+		d, ds := timeout(ctx, defaultApplyTimeout(target))
 		diags.Append(ds...)
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
@@ -70,7 +70,7 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 		diags.AddError("Cannot read the cluster", err.Error())
 		return
 	}
-	if _, ok := target.(*spec.Package); !ok {
+	if len(spec.StackOf(target).Packages) == 0 {
 		rc = r.data.planned.extend(rc)
 	}
 	p, err := e.PlanResource(ctx, target, rc, r.data.tables.GPUModels, plan.Options{})
@@ -78,7 +78,7 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 		diags.AddError("Cannot plan against the cluster", err.Error())
 		return
 	}
-	addDiagnostics(diags, p.Diagnostics)
+	tfvalue.AddDiagnostics(diags, p.Diagnostics)
 	if p.Diagnostics.HasErrors() {
 		return
 	}
@@ -87,32 +87,27 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 		return
 	}
 	var waitErr error
-	if w, ok := target.(*spec.Workload); ok && w.WaitFor != spec.WaitNone && len(engine.Changed(&spec.Stack{Workloads: []*spec.Workload{w}}, p)) > 0 {
-		_, waitErr = e.Wait(ctx, []*spec.Workload{w}, nil)
+	if wait := engine.Changed(spec.StackOf(target), p); len(wait) > 0 {
+		_, waitErr = e.Wait(ctx, wait, nil)
 	}
 	r.writeState(ctx, e, planned, target, state, diags)
-	r.setIdentity(ctx, identity, config.ResourceID(target), diags)
+	r.setIdentity(ctx, identity, target.ID(), diags)
 	if waitErr != nil {
 		diags.AddError("Workload not ready", waitErr.Error()+"\n\nThe objects are applied; fix the cause (or set wait_for) and apply again.")
 	}
 }
 
 // writeState records value's arguments with the computed attributes of the
-// applied target.
-func (r *gpusliceResource) writeState(ctx context.Context, e *engine.Engine, value cty.Value, target any, state *tfsdk.State, diags *diag.Diagnostics) {
-	computed := map[string]cty.Value{"id": cty.StringVal(config.ResourceID(target))}
-	if r.ops.plannedComputed != nil {
-		for k, v := range r.ops.plannedComputed(target) {
-			computed[k] = v
-		}
+// applied target: those known at plan, and the status the cluster reports.
+func (r *gpusliceResource) writeState(ctx context.Context, e *engine.Engine, value cty.Value, target spec.Resource, state *tfsdk.State, diags *diag.Diagnostics) {
+	computed := target.PlannedAttributes()
+	st, ok, err := e.ResourceStatus(ctx, target)
+	if err != nil {
+		diags.AddWarning("Cannot read the status", err.Error())
 	}
-	if r.ops.computed != nil {
-		more, err := r.ops.computed(ctx, e, target)
-		if err != nil {
-			diags.AddWarning("Cannot read the status", err.Error())
-		}
-		for k, v := range more {
-			computed[k] = v
+	if ok {
+		for k, v := range st.Attributes() {
+			computed[k] = cty.StringVal(v)
 		}
 	}
 	attrs := value.AsValueMap()
@@ -126,7 +121,7 @@ func (r *gpusliceResource) writeState(ctx context.Context, e *engine.Engine, val
 			attrs[name] = cty.NullVal(v.Type())
 		}
 	}
-	out, err := fromCty(cty.ObjectVal(attrs), state.Raw.Type())
+	out, err := tfvalue.FromCty(cty.ObjectVal(attrs), state.Raw.Type())
 	if err != nil {
 		diags.AddError("Cannot record the state", err.Error())
 		return

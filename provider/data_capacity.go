@@ -8,8 +8,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-
-	"github.com/gpuslice/gpuslice/engine/capacity"
 )
 
 // gpuslice_capacity: per package, the slices published, allocated and free,
@@ -98,15 +96,9 @@ func (d *capacityDataSource) Read(ctx context.Context, req datasource.ReadReques
 		resp.Diagnostics.AddError("No cluster", "gpuslice_capacity reads the cluster; configure the provider's cluster connection (config_path, host, … or KUBE_CONFIG_PATH)")
 		return
 	}
-	c := d.data.engine.Clients.Typed
-	snap, err := capacity.Load(ctx, c)
+	pkgs, err := d.data.engine.Capacity(ctx)
 	if err != nil {
-		resp.Diagnostics.AddError("Cannot read the cluster's GPUs", err.Error())
-		return
-	}
-	pkgs, err := snap.Packages(ctx, c)
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot read the packages", err.Error())
+		resp.Diagnostics.AddError("Cannot read the slices of the packages", err.Error())
 		return
 	}
 	found := false

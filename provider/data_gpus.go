@@ -7,8 +7,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-
-	"github.com/gpuslice/gpuslice/engine/capacity"
 )
 
 // gpuslice_gpus: every GPU the node plugins publish (engine/capacity).
@@ -78,13 +76,13 @@ func (d *gpusDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 		resp.Diagnostics.AddError("No cluster", "gpuslice_gpus reads the cluster; configure the provider's cluster connection (config_path, host, … or KUBE_CONFIG_PATH)")
 		return
 	}
-	snap, err := capacity.Load(ctx, d.data.engine.Clients.Typed)
+	gpus, err := d.data.engine.GPUs(ctx)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot read the cluster's GPUs", err.Error())
 		return
 	}
 	m.GPUs = []gpuModel{}
-	for _, g := range snap.GPUs() {
+	for _, g := range gpus {
 		if (!m.Node.IsNull() && g.Node != m.Node.ValueString()) || (!m.Model.IsNull() && g.Model != m.Model.ValueString()) {
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
 	"github.com/gpuslice/gpuslice/engine/apply"
+	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 )
 
 func (r *gpusliceResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -19,7 +20,7 @@ func (r *gpusliceResource) Delete(ctx context.Context, req resource.DeleteReques
 	if e == nil {
 		return
 	}
-	current, err := toCty(req.State.Raw)
+	current, err := tfvalue.ToCty(req.State.Raw)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot read the state", err.Error())
 		return
@@ -28,7 +29,7 @@ func (r *gpusliceResource) Delete(ctx context.Context, req resource.DeleteReques
 	if target == nil {
 		return
 	}
-	if r.ops.timeouts {
+	if r.def.Waits {
 		var t timeouts.Value
 		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("timeouts"), &t)...)
 		d, ds := t.Delete(ctx, 10*time.Minute)
@@ -52,9 +53,9 @@ func (r *gpusliceResource) ImportState(ctx context.Context, req resource.ImportS
 	if id == "" && req.Identity != nil {
 		id = r.idFromIdentity(ctx, req.Identity, &resp.Diagnostics)
 	}
-	attrs, err := r.ops.importAttributes(id)
-	if err != nil {
-		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("%q: %v; the ID of a %s is %s", id, err, r.def.Type, r.def.ImportID))
+	attrs, ok := r.importAttributes(id)
+	if !ok {
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("%q: the ID of a %s is %s, no part empty", id, r.def.Type, r.def.ImportID))
 		return
 	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), id)...)

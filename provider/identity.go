@@ -20,7 +20,7 @@ var _ resource.ResourceWithIdentity = (*gpusliceResource)(nil)
 
 func (r *gpusliceResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
 	attrs := map[string]identityschema.Attribute{}
-	for _, name := range r.ops.identity {
+	for _, name := range r.def.Identity {
 		a, _ := r.def.Attribute(name)
 		attrs[name] = identityschema.StringAttribute{RequiredForImport: true, Description: a.Description}
 	}
@@ -32,8 +32,8 @@ func (r *gpusliceResource) setIdentity(ctx context.Context, identity *tfsdk.Reso
 	if identity == nil {
 		return
 	}
-	parts := strings.SplitN(id, "/", len(r.ops.identity))
-	for i, name := range r.ops.identity {
+	parts := strings.SplitN(id, "/", len(r.def.Identity))
+	for i, name := range r.def.Identity {
 		if i < len(parts) {
 			diags.Append(identity.SetAttribute(ctx, path.Root(name), parts[i])...)
 		}
@@ -43,7 +43,7 @@ func (r *gpusliceResource) setIdentity(ctx context.Context, identity *tfsdk.Reso
 // idFromIdentity is the import ID an identity names.
 func (r *gpusliceResource) idFromIdentity(ctx context.Context, identity *tfsdk.ResourceIdentity, diags *diag.Diagnostics) string {
 	var parts []string
-	for _, name := range r.ops.identity {
+	for _, name := range r.def.Identity {
 		var v types.String
 		diags.Append(identity.GetAttribute(ctx, path.Root(name), &v)...)
 		parts = append(parts, v.ValueString())

@@ -12,22 +12,21 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
-	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/gpuslice/gpuslice/engine"
-	"github.com/gpuslice/gpuslice/engine/config"
 	enginediag "github.com/gpuslice/gpuslice/engine/diag"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	engineschema "github.com/gpuslice/gpuslice/engine/schema"
 	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 )
 
 func (r *gpusliceResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() || r.data == nil {
 		return // destroy, or the provider is not configured yet
 	}
-	planned, err := toCty(req.Plan.Raw)
+	planned, err := tfvalue.ToCty(req.Plan.Raw)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot read the plan", err.Error())
 		return
@@ -39,25 +38,27 @@ func (r *gpusliceResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	if target == nil {
 		return
 	}
-	r.setPlanned(ctx, resp, map[string]cty.Value{"id": cty.StringVal(config.ResourceID(target))})
-	if r.ops.plannedComputed != nil {
-		r.setPlanned(ctx, resp, r.ops.plannedComputed(target))
-	}
+	r.setPlanned(ctx, resp, target.PlannedAttributes())
 
 	e, rc, skipped := r.clusterContext(ctx, target)
-	if _, isWorkload := target.(*spec.Workload); e == nil && !isWorkload {
+	own := spec.StackOf(target)
+	if e == nil && len(own.Workloads) == 0 {
 		// (The workload checks say it themselves, naming what they skip.)
 		resp.Diagnostics.AddWarning("Cluster checks skipped", skipped+"; ownership and drift are checked once the cluster can be read")
 	}
-	refs := referencedPackages(target)
-	ds := engine.ValidateResource(target, rc, r.data.tables.GPUModels, refs...)
+	refs := own.PackageRefs()
+	var names []string
+	for _, ref := range refs {
+		names = append(names, ref.Name)
+	}
+	ds := engine.ValidateResource(target, rc, r.data.tables.GPUModels, names...)
 	if e != nil {
-		ds = append(ds, missingPackages(target, rc)...)
+		ds = append(ds, missingPackages(refs, rc)...)
 	}
 	if !ds.HasErrors() {
 		ds = append(ds, engine.CheckResource(ctx, e, target, rc, r.data.tables, skipped)...)
 	}
-	addDiagnostics(&resp.Diagnostics, ds)
+	tfvalue.AddDiagnostics(&resp.Diagnostics, ds)
 	if ds.HasErrors() || e == nil {
 		return
 	}
@@ -66,14 +67,14 @@ func (r *gpusliceResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 		resp.Diagnostics.AddWarning("Cannot plan against the cluster", err.Error())
 		return
 	}
-	addDiagnostics(&resp.Diagnostics, p.Diagnostics)
-	r.planDrift(ctx, req, resp, planned, p)
+	tfvalue.AddDiagnostics(&resp.Diagnostics, p.Diagnostics)
+	r.planDrift(ctx, req, resp, planned, target, p)
 }
 
 // clusterContext returns the engine (nil when the cluster cannot be asked;
 // skipped then says why) and what the cluster and this run's planned
 // packages say around the resource.
-func (r *gpusliceResource) clusterContext(ctx context.Context, target any) (*engine.Engine, engine.ResourceContext, string) {
+func (r *gpusliceResource) clusterContext(ctx context.Context, target spec.Resource) (*engine.Engine, engine.ResourceContext, string) {
 	e, skipped := r.data.engine, r.data.skipped
 	var rc engine.ResourceContext
 	if e != nil {
@@ -82,8 +83,8 @@ func (r *gpusliceResource) clusterContext(ctx context.Context, target any) (*eng
 			e, skipped = nil, fmt.Sprintf("the cluster could not be read (%v)", err)
 		}
 	}
-	if p, ok := target.(*spec.Package); ok {
-		r.data.planned.add(p)
+	if own := spec.StackOf(target).Packages; len(own) > 0 {
+		r.data.planned.add(own...)
 	} else {
 		rc = r.data.planned.extend(rc)
 	}
@@ -93,40 +94,32 @@ func (r *gpusliceResource) clusterContext(ctx context.Context, target any) (*eng
 // planDrift plans an update when Terraform sees no change but the cluster
 // differs: objects changed or deleted outside Terraform in ways no
 // attribute shows. Apply restores them.
-func (r *gpusliceResource) planDrift(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse, planned cty.Value, p *plan.Plan) {
+func (r *gpusliceResource) planDrift(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse, planned cty.Value, target spec.Resource, p *plan.Plan) {
 	if req.State.Raw.IsNull() || !p.HasChanges() {
 		return
 	}
-	prior, err := toCty(req.State.Raw)
+	prior, err := tfvalue.ToCty(req.State.Raw)
 	if err != nil || !sameArguments(r.def, prior, planned) {
 		return
 	}
-	unknown := map[string]cty.Value{"id": cty.UnknownVal(cty.String)}
-	for _, name := range r.ops.unknownOnChange {
-		unknown[name] = cty.UnknownVal(cty.String)
-	}
-	r.setPlanned(ctx, resp, unknown)
+	r.setPlanned(ctx, resp, r.unknownOnChange(target))
 	resp.Diagnostics.AddWarning("Objects changed outside Terraform", "apply restores them:\n"+describeChanges(p))
 }
 
 // missingPackages warns about packages a quota or workload uses that the
 // cluster does not have yet: fine when this apply creates them.
-func missingPackages(target any, rc engine.ResourceContext) enginediag.Diagnostics {
+func missingPackages(refs []spec.PackageRef, rc engine.ResourceContext) enginediag.Diagnostics {
 	have := map[string]bool{}
 	for _, n := range rc.PackageNames() {
 		have[n] = true
 	}
 	var out enginediag.Diagnostics
-	for _, name := range referencedPackages(target) {
-		if have[name] {
+	for _, ref := range refs {
+		if have[ref.Name] {
 			continue
 		}
-		attr := "package"
-		if _, ok := target.(*spec.Quota); ok {
-			attr = fmt.Sprintf("slices[%q]", name)
-		}
-		out = append(out, enginediag.Warningf("", attr, "Package not in the cluster yet",
-			"no gpuslice_package named %q is applied; this is fine when this apply creates it, otherwise fix the name", name))
+		out = append(out, enginediag.Warningf("", ref.Attribute, "Package not in the cluster yet",
+			"no gpuslice_package named %q is applied; this is fine when this apply creates it, otherwise fix the name", ref.Name))
 	}
 	return out
 }
@@ -170,25 +163,6 @@ func sameArguments(def engineschema.Resource, a, b cty.Value) bool {
 
 func (r *gpusliceResource) setPlanned(ctx context.Context, resp *resource.ModifyPlanResponse, values map[string]cty.Value) {
 	for name, v := range values {
-		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(name), frameworkValue(v))...)
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(name), tfvalue.Primitive(v))...)
 	}
-}
-
-// frameworkValue converts the primitive cty values of computed attributes.
-func frameworkValue(v cty.Value) any {
-	switch {
-	case v.Type() == cty.String && !v.IsKnown():
-		return types.StringUnknown()
-	case v.Type() == cty.String && v.IsNull():
-		return types.StringNull()
-	case v.Type() == cty.String:
-		return types.StringValue(v.AsString())
-	case v.Type() == cty.Number && !v.IsKnown():
-		return types.NumberUnknown()
-	case v.Type() == cty.Number && v.IsNull():
-		return types.NumberNull()
-	case v.Type() == cty.Number:
-		return types.NumberValue(v.AsBigFloat())
-	}
-	panic(fmt.Sprintf("provider: computed attribute of type %s", v.Type().FriendlyName()))
 }

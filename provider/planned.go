@@ -17,15 +17,17 @@ type plannedPackages struct {
 	packages map[string]*spec.Package
 }
 
-func (pp *plannedPackages) add(p *spec.Package) {
+func (pp *plannedPackages) add(packages ...*spec.Package) {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	if pp.packages == nil {
 		pp.packages = map[string]*spec.Package{}
 	}
-	c := *p
-	c.Address = "planned.gpuslice_package." + p.Name
-	pp.packages[p.Name] = &c
+	for _, p := range packages {
+		c := *p
+		c.Address = "planned.gpuslice_package." + p.Name
+		pp.packages[p.Name] = &c
+	}
 }
 
 // extend adds the planned packages the cluster does not have yet.

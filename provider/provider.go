@@ -1,8 +1,11 @@
 // Package provider is the Terraform provider gpuslice
 // (registry.terraform.io/gpuslice/gpuslice). It is thin: its schemas come
-// from engine/schema, its values become specs through the engine's HCL
-// decoder, and plan, apply, drift, import and status are the engine's. It
-// holds no Kubernetes logic of its own.
+// from engine/schema (converted by internal/tfschema), its values cross
+// into cty (internal/tfvalue) and become specs through the engine's
+// decoder (engine/config), and plan, apply, drift, import, status and
+// capacity are the engine's. It holds no Kubernetes logic of its own and
+// reaches the cluster only through the engine; internal/connection turns
+// the provider block into a client configuration for it.
 package provider
 
 import (
@@ -16,6 +19,8 @@ import (
 
 	"github.com/gpuslice/gpuslice/engine"
 	engineschema "github.com/gpuslice/gpuslice/engine/schema"
+	"github.com/gpuslice/gpuslice/provider/internal/connection"
+	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 	"github.com/gpuslice/gpuslice/schemas/tables"
 )
 
@@ -48,18 +53,18 @@ func (p *gpusliceProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Share NVIDIA GPUs on Kubernetes: GPU packages (fixed fractions of a GPU model), per-namespace quotas of them and workloads that run on a slice, rendered as Dynamic Resource Allocation objects.\n\n" +
 			"The cluster connection is configured like the `hashicorp/kubernetes` provider's, with the same `KUBE_*` environment variables; explicit arguments win over the environment. No kubeconfig is read unless `config_path`, `config_paths` or `KUBE_CONFIG_PATH(S)` names one.",
-		Attributes: connectionAttributes(),
-		Blocks:     connectionBlocks(),
+		Attributes: connection.Attributes(),
+		Blocks:     connection.Blocks(),
 	}
 }
 
 func (p *gpusliceProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
-	var cfg connectionModel
+	var cfg connection.Model
 	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	files, unknownFiles := stringList(cfg.TableFiles)
+	files, unknownFiles := tfvalue.Strings(cfg.TableFiles)
 	if unknownFiles {
 		resp.Diagnostics.AddAttributeError(path.Root("table_files"), "Unknown table files", "table_files must be known when planning; use literal paths")
 		return
@@ -74,7 +79,7 @@ func (p *gpusliceProvider) Configure(ctx context.Context, req provider.Configure
 	if !cfg.InventoryNamespace.IsNull() && !cfg.InventoryNamespace.IsUnknown() {
 		inventoryNamespace = cfg.InventoryNamespace.ValueString()
 	}
-	switch rest, skipped, err := cfg.restConfig(); {
+	switch rest, skipped, err := cfg.RestConfig(); {
 	case err != nil:
 		resp.Diagnostics.AddError("Invalid cluster connection", err.Error())
 		return

@@ -12,6 +12,8 @@ import (
 	"github.com/gpuslice/gpuslice/engine"
 	"github.com/gpuslice/gpuslice/engine/config"
 	engineschema "github.com/gpuslice/gpuslice/engine/schema"
+	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 )
 
 func (r *gpusliceResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -19,7 +21,7 @@ func (r *gpusliceResource) Read(ctx context.Context, req resource.ReadRequest, r
 		return // keep the state as it is until there is a cluster to read
 	}
 	e := r.data.engine
-	current, err := toCty(req.State.Raw)
+	current, err := tfvalue.ToCty(req.State.Raw)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot read the state", err.Error())
 		return
@@ -30,11 +32,11 @@ func (r *gpusliceResource) Read(ctx context.Context, req resource.ReadRequest, r
 		return
 	}
 	id := idVal.AsString()
-	var prior any
-	if p, ds := config.DecodeResource(r.def, r.def.Type, current); !ds.HasErrors() && config.ResourceID(p) == id {
+	var prior spec.Resource
+	if p, ds := config.DecodeResource(r.def, r.def.Type, current); !ds.HasErrors() && p.ID() == id {
 		prior = p
 	}
-	live, err := r.ops.read(ctx, e.Clients.Typed, id, prior)
+	live, err := e.ReadResource(ctx, r.def.Type, id, prior)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot read "+r.def.Type+" "+id, err.Error())
 		return
@@ -57,12 +59,12 @@ func (r *gpusliceResource) Read(ctx context.Context, req resource.ReadRequest, r
 		value = cty.ObjectVal(attrs)
 	}
 	engine.ResolveResource(live, r.data.tables.GPUModels)
-	setAddress(live, engine.ResourceAddress(r.def.Type, id))
+	live.SetAddr(engine.ResourceAddress(r.def.Type, id))
 	r.writeState(ctx, e, value, live, &resp.State, &resp.Diagnostics)
 	r.setIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
 }
 
-func sameSpec(def engineschema.Resource, prior any, liveArgs cty.Value) bool {
+func sameSpec(def engineschema.Resource, prior spec.Resource, liveArgs cty.Value) bool {
 	priorArgs, err := specArguments(def, prior)
 	return err == nil && priorArgs.RawEquals(liveArgs)
 }

@@ -3,45 +3,27 @@ package provider
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/zclconf/go-cty/cty"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpuslice/gpuslice/engine"
 	"github.com/gpuslice/gpuslice/engine/config"
 	engineschema "github.com/gpuslice/gpuslice/engine/schema"
+	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/provider/internal/tfschema"
+	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 )
 
-// typeOps are what differs between the resource types; everything else is
-// the same engine call for all four (gpuslice_<type>.go fill these in).
-type typeOps struct {
-	// read reads the resource with this id back from the cluster (prior,
-	// when known, supplies what the cluster does not record); nil when gone.
-	read func(ctx context.Context, c kubernetes.Interface, id string, prior any) (any, error)
-	// importAttributes checks an import ID and returns the arguments it sets.
-	importAttributes func(id string) (map[string]string, error)
-	// computed returns the computed attributes of an applied resource.
-	computed func(ctx context.Context, e *engine.Engine, target any) (map[string]cty.Value, error)
-	// plannedComputed returns the computed attributes known at plan time.
-	plannedComputed func(target any) map[string]cty.Value
-	// unknownOnChange lists computed attributes apply may change.
-	unknownOnChange []string
-	// identity names the attributes of the resource identity, in import ID
-	// order (joined by "/").
-	identity []string
-	// timeouts adds a timeouts block; wait is the default wait for create
-	// and update.
-	timeouts bool
-	wait     func(target any) time.Duration
-}
-
+// gpusliceResource is every gpuslice resource type: what differs between
+// them is their engine schema (def) and their spec type, which the engine
+// decodes, plans, reads and diagnoses through spec.Resource.
 type gpusliceResource struct {
 	def  engineschema.Resource
-	ops  typeOps
 	data *clusterData
 }
 
@@ -52,11 +34,7 @@ var (
 )
 
 func newResource(def engineschema.Resource) resource.Resource {
-	ops := map[string]typeOps{
-		engineschema.Platform.Type: platformOps, engineschema.Package.Type: packageOps,
-		engineschema.Quota.Type: quotaOps, engineschema.Workload.Type: workloadOps,
-	}[def.Type]
-	return &gpusliceResource{def: def, ops: ops}
+	return &gpusliceResource{def: def}
 }
 
 func (r *gpusliceResource) Metadata(_ context.Context, _ resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -64,8 +42,8 @@ func (r *gpusliceResource) Metadata(_ context.Context, _ resource.MetadataReques
 }
 
 func (r *gpusliceResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	resp.Schema = resourceSchema(r.def)
-	if r.ops.timeouts {
+	resp.Schema = tfschema.Resource(r.def)
+	if r.def.Waits {
 		resp.Schema.Blocks["timeouts"] = timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true, Delete: true})
 	}
 }
@@ -95,15 +73,58 @@ func (r *gpusliceResource) engine(diags *diag.Diagnostics) *engine.Engine {
 	return r.data.engine
 }
 
-// decode converts a plan or state value to the resource's spec, with its
-// engine address set.
-func (r *gpusliceResource) decode(v cty.Value, diags *diag.Diagnostics) any {
+// decode converts a plan or state value to the resource's spec, resolved
+// and with its engine address set.
+func (r *gpusliceResource) decode(v cty.Value, diags *diag.Diagnostics) spec.Resource {
 	target, ds := config.DecodeResource(r.def, r.def.Type, v)
-	addDiagnostics(diags, ds)
+	tfvalue.AddDiagnostics(diags, ds)
 	if ds.HasErrors() {
 		return nil
 	}
 	engine.ResolveResource(target, r.data.tables.GPUModels)
-	setAddress(target, engine.ResourceAddress(r.def.Type, config.ResourceID(target)))
+	target.SetAddr(engine.ResourceAddress(r.def.Type, target.ID()))
 	return target
+}
+
+// importAttributes splits an import ID into the identity attributes it
+// joins with "/"; false when the ID has not one non-empty part for each.
+func (r *gpusliceResource) importAttributes(id string) (map[string]string, bool) {
+	parts := strings.Split(id, "/")
+	if len(parts) != len(r.def.Identity) {
+		return nil, false
+	}
+	out := map[string]string{}
+	for i, name := range r.def.Identity {
+		if parts[i] == "" {
+			return nil, false
+		}
+		out[name] = parts[i]
+	}
+	return out, true
+}
+
+// defaultApplyTimeout is how long create and update may take unless the
+// timeouts block says otherwise: the workload's own wait, plus a minute
+// to apply its objects.
+func defaultApplyTimeout(target spec.Resource) time.Duration {
+	d := 10 * time.Minute
+	for _, w := range spec.StackOf(target).Workloads {
+		if t, err := time.ParseDuration(w.Timeout); err == nil {
+			d = t
+		}
+	}
+	return d + time.Minute
+}
+
+// unknownOnChange lists the computed attributes apply may change: every
+// one the spec cannot tell before apply (a workload's status), and the id.
+func (r *gpusliceResource) unknownOnChange(target spec.Resource) map[string]cty.Value {
+	planned := target.PlannedAttributes()
+	out := map[string]cty.Value{"id": cty.UnknownVal(cty.String)}
+	for _, a := range r.def.Attributes {
+		if _, known := planned[a.Name]; a.Computed && !known {
+			out[a.Name] = cty.UnknownVal(a.Type)
+		}
+	}
+	return out
 }

@@ -16,7 +16,7 @@ import (
 // back from the cluster: what a configuration would say to get it. Empty
 // strings, zero numbers and empty collections of attributes with no
 // default read as null, as an unset argument is.
-func specArguments(def engineschema.Resource, target any) (cty.Value, error) {
+func specArguments(def engineschema.Resource, target spec.Resource) (cty.Value, error) {
 	data, err := json.Marshal(target)
 	if err != nil {
 		return cty.NilVal, err
@@ -81,20 +81,6 @@ func unsetZeros(v cty.Value, b engineschema.Block) cty.Value {
 	return cty.ObjectVal(attrs)
 }
 
-// setAddress sets the engine address of a decoded resource.
-func setAddress(target any, address string) {
-	switch t := target.(type) {
-	case *spec.Platform:
-		t.Address = address
-	case *spec.Package:
-		t.Address = address
-	case *spec.Quota:
-		t.Address = address
-	case *spec.Workload:
-		t.Address = address
-	}
-}
-
 // argumentsKnown reports whether every argument of v (computed attributes
 // aside) is known: only then can the engine check and plan it.
 func argumentsKnown(v cty.Value, b engineschema.Block) bool {
@@ -134,19 +120,4 @@ func argumentsKnown(v cty.Value, b engineschema.Block) bool {
 		}
 	}
 	return true
-}
-
-// referencedPackages lists the package names a quota or workload uses.
-func referencedPackages(target any) []string {
-	switch t := target.(type) {
-	case *spec.Quota:
-		var out []string
-		for name := range t.Slices {
-			out = append(out, name)
-		}
-		return out
-	case *spec.Workload:
-		return []string{t.Package}
-	}
-	return nil
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gpuslice/gpuslice/engine"
 	"github.com/gpuslice/gpuslice/engine/apply"
-	"github.com/gpuslice/gpuslice/engine/config"
+	"github.com/gpuslice/gpuslice/engine/hclstack"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/status"
 )
@@ -100,15 +100,13 @@ func progressPrinter(w io.Writer) func(apply.Event) {
 
 // printOutputs prints the configuration's outputs, filling in what apply
 // learned (a workload's node, claim and device).
-func printOutputs(w io.Writer, c *config.Config, statuses map[string]status.Status) {
+func printOutputs(w io.Writer, c *hclstack.Config, statuses map[string]status.Status) {
 	if len(c.Outputs) == 0 {
 		return
 	}
 	known := map[string]map[string]string{}
 	for addr, st := range statuses {
-		known[addr] = map[string]string{
-			"phase": string(st.Phase), "reason": st.Message, "claim": st.Claim, "node": st.Node, "device": st.Device,
-		}
+		known[addr] = st.Attributes()
 	}
 	values, diags := c.EvalOutputs(known)
 	if diags.HasErrors() {
@@ -121,7 +119,7 @@ func printOutputs(w io.Writer, c *config.Config, statuses map[string]status.Stat
 	}
 }
 
-func showValue(o config.Output) string {
+func showValue(o hclstack.Output) string {
 	switch {
 	case o.Sensitive:
 		return "(sensitive value)"

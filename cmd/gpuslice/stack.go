@@ -11,8 +11,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gpuslice/gpuslice/engine"
-	"github.com/gpuslice/gpuslice/engine/config"
 	"github.com/gpuslice/gpuslice/engine/diag"
+	"github.com/gpuslice/gpuslice/engine/hclstack"
 	"github.com/gpuslice/gpuslice/engine/kube"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/schemas/tables"
@@ -52,13 +52,13 @@ func dirArg(args []string) string {
 
 // load reads and validates the configuration, printing diagnostics; it
 // fails when any is an error.
-func (f *stackFlags) load(w io.Writer, dir string) (*config.Config, error) {
+func (f *stackFlags) load(w io.Writer, dir string) (*hclstack.Config, error) {
 	set, err := tables.Load(f.tables...)
 	if err != nil {
 		return nil, err
 	}
 	f.tableSet = set
-	c, diags := config.Load(dir, config.Options{Stack: f.stack, VarOptions: config.VarOptions{Vars: f.vars, VarFiles: f.varFiles}, GPUModels: set.GPUModels})
+	c, diags := hclstack.Load(dir, hclstack.Options{Stack: f.stack, VarOptions: hclstack.VarOptions{Vars: f.vars, VarFiles: f.varFiles}, GPUModels: set.GPUModels})
 	printDiags(w, diags)
 	if diags.HasErrors() {
 		return nil, errReported
@@ -81,7 +81,7 @@ func (f *stackFlags) engine() (*engine.Engine, error) {
 
 // planStack plans the configuration and places the plan's diagnostics (ownership,
 // plan-time checks) in the files.
-func planStack(ctx context.Context, e *engine.Engine, c *config.Config, opts plan.Options) (*plan.Plan, error) {
+func planStack(ctx context.Context, e *engine.Engine, c *hclstack.Config, opts plan.Options) (*plan.Plan, error) {
 	p, err := e.Plan(ctx, c.Stack, opts)
 	if err != nil {
 		return nil, err

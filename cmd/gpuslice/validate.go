@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuslice/gpuslice/engine/checks"
+	"github.com/gpuslice/gpuslice/engine"
 )
 
 func newValidateCommand() *cobra.Command {
@@ -22,7 +22,7 @@ func newValidateCommand() *cobra.Command {
 			}
 			s := c.Stack
 			// The checks that need no cluster: image, container RAM, model fit, storage.
-			diags := checks.Run(s, f.tableSet, nil, "")
+			diags := engine.CheckOffline(s, f.tableSet)
 			for i, d := range diags {
 				diags[i] = c.Locate(d)
 			}

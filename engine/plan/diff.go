@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v6/value"
 
-	"github.com/gpuslice/gpuslice/engine/objects"
+	"github.com/gpuslice/gpuslice/engine/internal/objects"
 )
 
 // FieldChange is one field whose live value differs from the desired one.

@@ -19,7 +19,7 @@ import (
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/diag"
-	"github.com/gpuslice/gpuslice/engine/objects"
+	"github.com/gpuslice/gpuslice/engine/internal/objects"
 )
 
 // Action is what apply does to one object.

@@ -1,12 +1,13 @@
 package render
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/gpuslice/gpuslice/engine/objects"
+	"github.com/gpuslice/gpuslice/engine/internal/objects"
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
 
@@ -47,4 +48,20 @@ func (r renderer) platform(p *spec.Platform) ([]objects.Object, error) {
 		out = append(out, policies...)
 	}
 	return out, nil
+}
+
+// PlatformOf reads the platform's settings back from the ConfigMap platform
+// rendered. A fraction that is not a number is an error naming the
+// ConfigMap and the value: dropping it would plan packages against
+// fractions the node plugins may not offer.
+func PlatformOf(cm *corev1.ConfigMap) (*spec.Platform, error) {
+	p := &spec.Platform{Namespace: cm.Namespace, TenantLabel: cm.Data["tenantLabel"], AdmissionPolicies: cm.Data["admissionPolicies"] == "true"}
+	for _, f := range strings.Split(cm.Data["fractions"], ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("platform settings ConfigMap %s/%s: fraction %q is not a number; fix or delete the ConfigMap and apply the gpuslice_platform again", cm.Namespace, cm.Name, f)
+		}
+		p.Fractions = append(p.Fractions, n)
+	}
+	return p, nil
 }

@@ -5,7 +5,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/gpuslice/gpuslice/engine/objects"
+	"github.com/gpuslice/gpuslice/engine/internal/objects"
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
 

@@ -5,7 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpuslice/gpuslice/engine/objects"
+	"github.com/gpuslice/gpuslice/engine/internal/objects"
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
 

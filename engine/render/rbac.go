@@ -3,7 +3,7 @@ package render
 import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/gpuslice/gpuslice/engine/objects"
+	"github.com/gpuslice/gpuslice/engine/internal/objects"
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpuslice/gpuslice/engine/config"
+	"github.com/gpuslice/gpuslice/engine/hclstack"
 	"github.com/gpuslice/gpuslice/engine/render"
 )
 
@@ -27,7 +27,7 @@ func TestGolden(t *testing.T) {
 	for _, dir := range dirs {
 		name := filepath.Base(dir)
 		t.Run(name, func(t *testing.T) {
-			c, diags := config.Load(dir, config.Options{Stack: "golden", VarOptions: config.VarOptions{Env: []string{}}})
+			c, diags := hclstack.Load(dir, hclstack.Options{Stack: "golden", VarOptions: hclstack.VarOptions{Env: []string{}}})
 			if diags.HasErrors() {
 				t.Fatal(diags.Err())
 			}

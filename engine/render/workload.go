@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpuslice/gpuslice/contract"
-	"github.com/gpuslice/gpuslice/engine/objects"
+	"github.com/gpuslice/gpuslice/engine/internal/objects"
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
 
@@ -247,7 +247,7 @@ func (r renderer) volumeSpec(v *spec.ModelVolume) corev1.PersistentVolumeClaimSp
 // the runtime answers: tenants cannot `kubectl exec` into it, and a Job
 // that waits for the Service is correct whenever it starts.
 func (r renderer) preloadJob(w *spec.Workload) *batchv1.Job {
-	base := fmt.Sprintf("http://%s.%s.svc:%d", w.Name, w.Namespace, w.Expose.Port)
+	base := "http://" + w.ServiceAddress()
 	var script strings.Builder
 	// The runtime's in-cluster address is set once and read by each call.
 	fmt.Fprintf(&script, "set -eu\nruntime=%s\nuntil curl -fsS \"$runtime/api/version\" >/dev/null; do echo waiting for $runtime; sleep 5; done\n", base)

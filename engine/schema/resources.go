@@ -7,6 +7,7 @@ var Platform = Resource{
 	Type:        "gpuslice_platform",
 	Description: "Cluster-wide gpuslice settings: which namespaces are tenants, which GPU fractions the node plugins offer, and whether the admission policies that keep tenants inside their slices are installed. At most one per cluster.",
 	ImportID:    "<namespace>, the platform namespace (default gpuslice-system)",
+	Identity:    []string{"namespace"},
 	Block: Block{Attributes: []Attribute{
 		computed(str("id", "The platform namespace.")),
 		forceNew(strDefault("namespace", "gpuslice-system", "Namespace holding the platform's own objects (its settings and, once installed, the node plugin). Created when missing.")),
@@ -23,6 +24,7 @@ var Package = Resource{
 	Type:        "gpuslice_package",
 	Description: "A GPU package: a fixed fraction of one GPU model (for example 25 % of a Tesla V100-PCIE-32GB = 8 GiB). Rendered as one DeviceClass whose CEL selector pins driver, model and fraction.",
 	ImportID:    "<name>, the DeviceClass name",
+	Identity:    []string{"name"},
 	Block: Block{Attributes: []Attribute{
 		computed(str("id", "The DeviceClass name.")),
 		forceNew(required(str("name", "Package name; becomes the DeviceClass name (lowercase letters, digits and '-', e.g. v100-8gi)."))),
@@ -40,6 +42,7 @@ var Quota = Resource{
 	Type:        "gpuslice_quota",
 	Description: "What one namespace may use: a number of slices per package (every other package gets 0) and pooled CPU and memory. Rendered as the namespace's tenant label and one ResourceQuota. Quota is an entitlement, not a reservation: a workload waits when no compatible slice is free.",
 	ImportID:    "<namespace>",
+	Identity:    []string{"namespace"},
 	Block: Block{Attributes: []Attribute{
 		computed(str("id", "The namespace.")),
 		forceNew(required(str("namespace", "Tenant namespace. Created when missing; labelled as a tenant. Never deleted by gpuslice."))),
@@ -69,6 +72,8 @@ var Workload = Resource{
 	Type:        "gpuslice_workload",
 	Description: "A workload running on one slice of a package per replica: a Deployment, StatefulSet or Job whose pods get a ResourceClaim in the documented shape, with CPU and RAM sized apart from the slice, an optional persistent model volume, a Service, and models preloaded over the runtime's HTTP API.",
 	ImportID:    "<namespace>/<name>",
+	Identity:    []string{"namespace", "name"},
+	Waits:       true,
 	Block: Block{
 		Attributes: []Attribute{
 			computed(str("id", "`<namespace>/<name>`.")),

@@ -92,6 +92,12 @@ type Resource struct {
 	Description string
 	// ImportID documents the import identifier, e.g. "<namespace>/<name>".
 	ImportID string
+	// Identity names the attributes the import ID joins with "/", in
+	// order: the resource identity of Terraform 1.12+.
+	Identity []string
+	// Waits is set when apply waits for the resource (wait_for, timeout):
+	// the provider gives it a timeouts block.
+	Waits bool
 	Block
 }
 

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gpuslice/gpuslice/engine/config"
+	"github.com/gpuslice/gpuslice/engine/hclstack"
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/engine/spec"
 	"github.com/gpuslice/gpuslice/schemas/tables"
@@ -23,7 +23,7 @@ import (
 func FuzzValidate(f *testing.F) {
 	dirs, _ := filepath.Glob("../render/testdata/configs/*")
 	for _, dir := range dirs {
-		c, diags := config.Load(dir, config.Options{Stack: "seed", VarOptions: config.VarOptions{Env: []string{}}})
+		c, diags := hclstack.Load(dir, hclstack.Options{Stack: "seed", VarOptions: hclstack.VarOptions{Env: []string{}}})
 		if diags.HasErrors() {
 			f.Fatal(diags.Err())
 		}

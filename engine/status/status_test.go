@@ -10,7 +10,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpuslice/gpuslice/engine/objects"
+	"github.com/gpuslice/gpuslice/engine/internal/objects"
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
 
@@ -74,5 +74,25 @@ func TestDiagnoseJobsAndMissing(t *testing.T) {
 	s.jobs["ml/train"] = &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Message: "BackoffLimitExceeded"}}}}
 	if st := s.Diagnose(w); st.Phase != Failed || st.Reason != JobFailed || !strings.Contains(st.Message, "BackoffLimitExceeded") {
 		t.Errorf("failed job: %+v", st)
+	}
+}
+
+// The provider's state and the CLI's outputs read the same attributes:
+// reason is the message with what to do, the one-word reason only when
+// there is no message.
+func TestAttributes(t *testing.T) {
+	st := Status{Phase: Pending, Reason: WaitingForSlice, Message: "waiting for a free slice: …", Claim: "c", Node: "n", Device: "d"}
+	got := st.Attributes()
+	want := map[string]string{"phase": "Pending", "reason": "waiting for a free slice: …", "claim": "c", "node": "n", "device": "d"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("Attributes() = %v, want exactly %v", got, want)
+	}
+	if r := (Status{Phase: Running, Reason: Ready}).Attributes()["reason"]; r != "Ready" {
+		t.Errorf("reason without a message = %q, want Ready", r)
 	}
 }

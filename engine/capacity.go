@@ -1,0 +1,26 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/gpuslice/gpuslice/engine/capacity"
+)
+
+// GPUs lists every GPU the node plugins publish, by node and index.
+func (e *Engine) GPUs(ctx context.Context) ([]capacity.GPU, error) {
+	snap, err := capacity.Load(ctx, e.Clients.Typed)
+	if err != nil {
+		return nil, err
+	}
+	return snap.GPUs(), nil
+}
+
+// Capacity counts the slices of every package applied to the cluster,
+// published, allocated and free, by package name.
+func (e *Engine) Capacity(ctx context.Context) ([]capacity.Package, error) {
+	snap, err := capacity.Load(ctx, e.Clients.Typed)
+	if err != nil {
+		return nil, err
+	}
+	return snap.Packages(ctx, e.Clients.Typed)
+}

@@ -1,0 +1,145 @@
+package readback_test
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpuslice/gpuslice/engine/internal/readback"
+	"github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/engine/spec"
+)
+
+// These fixtures set every field of their spec type (checked below), so a
+// field added to the spec fails this test until readback reads it back —
+// otherwise it would be a perpetual diff in the provider, and missing after
+// import.
+
+func fullPlatform() *spec.Platform {
+	return &spec.Platform{Meta: spec.Meta{Address: "p"}, Namespace: "gpuslice-system", TenantLabel: "example.com/tenant", Fractions: []int{25, 50, 100}, AdmissionPolicies: true}
+}
+
+func fullPackage() *spec.Package {
+	return &spec.Package{Meta: spec.Meta{Address: "k"}, Name: "v100-8gi", GPUModel: "Tesla V100-PCIE-32GB", Fraction: 25,
+		ExtendedResourceName: "gpuslice.dev/v100-8gi", MemoryBytes: 8 << 30, Memory: "8Gi", ComputeShare: 25}
+}
+
+func fullQuota() *spec.Quota {
+	return &spec.Quota{Meta: spec.Meta{Address: "q"}, Namespace: "team-a", Slices: map[string]int64{"v100-8gi": 2, "other": 0},
+		CPURequests: "8", MemoryRequests: "16384Mi", CPULimits: "16", MemoryLimits: "32Gi", MaxClaims: ptr.To[int64](4),
+		TenantUsers: []string{"alice"}, TenantGroups: []string{"team-a"}}
+}
+
+func fullWorkload(kind string) *spec.Workload {
+	return &spec.Workload{
+		Meta: spec.Meta{Address: "w"}, Namespace: "team-a", Name: "ollama", Package: "v100-8gi", Kind: kind, Replicas: 2,
+		Labels: map[string]string{"team": "a"},
+		Container: spec.Container{
+			Image: "ollama/ollama:0.24.0", ImagePullPolicy: "Always", Command: []string{"ollama"}, Args: []string{"serve"}, Env: map[string]string{"OLLAMA_CONTEXT_LENGTH": "16384"},
+			CPURequest: "1", MemoryRequest: "2048Mi", CPULimit: "2", MemoryLimit: "4Gi",
+			Ports:          []spec.Port{{ContainerPort: 11434, Name: "api", Protocol: "TCP"}},
+			ReadinessProbe: &spec.Probe{HTTPPath: "/api/version", Port: 11434, InitialDelaySeconds: 5, PeriodSeconds: 10, TimeoutSeconds: 2, FailureThreshold: 3},
+			LivenessProbe:  &spec.Probe{Command: []string{"true"}, InitialDelaySeconds: 1, PeriodSeconds: 20, TimeoutSeconds: 1, FailureThreshold: 5},
+		},
+		ModelVolume:   &spec.ModelVolume{Size: "20Gi", MountPath: "/root/.ollama", StorageClass: "fast", AccessMode: "ReadWriteOnce"},
+		Model:         &spec.Model{Name: "llama3.2:3b", ContextLength: 16384, KVCacheType: "q8_0"},
+		Expose:        &spec.Expose{Port: 80, TargetPort: 11434, Type: "NodePort"},
+		PreloadModels: []string{"llama3.2:3b", "qwen2.5:0.5b"},
+		PreloadImage:  "curlimages/curl:8.11.0",
+		WaitFor:       "scheduled",
+		Timeout:       "2m",
+	}
+}
+
+// cluster is a fake clientset holding what the stack renders.
+func cluster(t *testing.T, s *spec.Stack) *fake.Clientset {
+	t.Helper()
+	objs, err := render.Stack(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var typed []runtime.Object
+	for _, o := range objs {
+		obj, err := scheme.Scheme.New(o.Obj.GroupVersionKind())
+		if err != nil {
+			t.Fatalf("%s: %v", o.Obj.GroupVersionKind(), err)
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Obj.Object, obj); err != nil {
+			t.Fatal(err)
+		}
+		typed = append(typed, obj)
+	}
+	return fake.NewClientset(typed...)
+}
+
+func TestReadBackEveryField(t *testing.T) {
+	ctx := context.Background()
+	platform, pkg, quota := fullPlatform(), fullPackage(), fullQuota()
+	for _, v := range []any{platform, pkg, quota, fullWorkload(spec.KindDeployment)} {
+		if zero := zeroFields(reflect.ValueOf(v).Elem(), ""); len(zero) > 0 {
+			t.Fatalf("fixture %T leaves %s unset: set them so readback is tested for them", v, strings.Join(zero, ", "))
+		}
+	}
+	c := cluster(t, &spec.Stack{Name: "s", Platform: platform, Packages: []*spec.Package{pkg}, Quotas: []*spec.Quota{quota}})
+
+	gotPlatform, err := readback.Platform(ctx, c, platform.Namespace)
+	check(t, err, gotPlatform, &spec.Platform{Namespace: platform.Namespace, TenantLabel: platform.TenantLabel, Fractions: platform.Fractions, AdmissionPolicies: true})
+
+	gotPackage, err := readback.Package(ctx, c, pkg.Name)
+	check(t, err, gotPackage, &spec.Package{Name: pkg.Name, GPUModel: pkg.GPUModel, Fraction: pkg.Fraction, ExtendedResourceName: pkg.ExtendedResourceName})
+
+	wantQuota := *quota
+	wantQuota.Meta = spec.Meta{}
+	gotQuota, err := readback.Quota(ctx, c, quota.Namespace, quota)
+	check(t, err, gotQuota, &wantQuota)
+
+	for _, kind := range []string{spec.KindDeployment, spec.KindStatefulSet, spec.KindJob} {
+		w := fullWorkload(kind)
+		if kind == spec.KindJob {
+			w.ModelVolume.AccessMode = "ReadWriteMany" // replicas share it
+		}
+		c := cluster(t, &spec.Stack{Name: "s", Packages: []*spec.Package{pkg}, Workloads: []*spec.Workload{w}})
+		got, err := readback.Workload(ctx, c, w.Namespace, w.Name, w)
+		want := *w
+		want.Meta = spec.Meta{}
+		check(t, err, got, &want)
+	}
+}
+
+func check[T any](t *testing.T, err error, got, want *T) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("read back %T:\n got %+v\nwant %+v", got, got, want)
+	}
+}
+
+// zeroFields lists the fields of v left at their zero value (Meta aside).
+func zeroFields(v reflect.Value, prefix string) []string {
+	var out []string
+	for i := 0; i < v.NumField(); i++ {
+		f, name := v.Field(i), prefix+v.Type().Field(i).Name
+		if v.Type().Field(i).Name == "Meta" {
+			continue
+		}
+		if f.IsZero() {
+			out = append(out, name)
+			continue
+		}
+		if f.Kind() == reflect.Pointer && f.Elem().Kind() == reflect.Struct && f.Type().Elem().Name() != "Probe" {
+			out = append(out, zeroFields(f.Elem(), name+".")...)
+		}
+		if f.Kind() == reflect.Struct {
+			out = append(out, zeroFields(f, name+".")...)
+		}
+	}
+	return out
+}
