@@ -6,6 +6,7 @@ package daemonset
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -60,7 +62,7 @@ func install(t *testing.T, client kubernetes.Interface, vals map[string]any) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := cluster.CreateNamespace(ctx, client, namespace, nil); err != nil {
+	if _, err := cluster.CreateNamespace(ctx, client, namespace, nil); err != nil && !apierrors.IsAlreadyExists(errors.Unwrap(err)) && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	for _, o := range objs {
