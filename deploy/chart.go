@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
 )
 
 // ChartName is the chart's name, and the release name Render uses.
@@ -108,4 +109,17 @@ func nonComment(doc string) []string {
 		}
 	}
 	return out
+}
+
+// DefaultValues are the chart's values.yaml.
+func DefaultValues() (map[string]any, error) {
+	data, err := chartFiles.ReadFile("helm/" + ChartName + "/values.yaml")
+	if err != nil {
+		return nil, err
+	}
+	var v map[string]any
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("the node plugin chart's values.yaml: %w", err)
+	}
+	return v, nil
 }

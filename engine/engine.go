@@ -99,7 +99,14 @@ func (e *Engine) planObjects(ctx context.Context, stack string, objs []objects.O
 	if err != nil {
 		return nil, err
 	}
-	return plan.Make(ctx, e.Clients.Dynamic, stack, objs, applied, opts)
+	p, err := plan.Make(ctx, e.Clients.Dynamic, stack, objs, applied, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.guardNodePluginRemoval(ctx, p); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // Apply carries out a plan. A plan with error diagnostics is refused.
@@ -112,6 +119,9 @@ func (e *Engine) Apply(ctx context.Context, p *plan.Plan, opts apply.Options) er
 
 // Destroy applies a destroy plan and removes the stack's inventory.
 func (e *Engine) Destroy(ctx context.Context, p *plan.Plan, opts apply.Options) error {
+	if p.Diagnostics.HasErrors() {
+		return fmt.Errorf("the destroy plan has errors; fix them first: %w", p.Diagnostics.Err())
+	}
 	if err := apply.Run(ctx, e.Clients.Dynamic, e.Inventory, p, opts); err != nil {
 		return err
 	}

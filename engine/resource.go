@@ -171,7 +171,7 @@ func (e *Engine) ReadResource(ctx context.Context, resourceType, id string, prio
 	}
 	switch resourceType {
 	case schema.Platform.Type:
-		p, err := readback.Platform(ctx, c, id)
+		p, err := readback.Platform(ctx, c, id, was.Platform)
 		if p == nil {
 			return nil, err
 		}

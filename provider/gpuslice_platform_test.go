@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -96,6 +97,92 @@ resource "gpuslice_package" "tenth" {
 				Config:      platformConfig(ns, "[30]"),
 				PlanOnly:    true,
 				ExpectError: regexp.MustCompile(`does not divide a GPU into whole slices`),
+			},
+		},
+	})
+}
+
+func nodePluginConfig(ns, image string) string {
+	return providerBlock() + fmt.Sprintf(`
+resource "gpuslice_platform" "p" {
+  namespace          = %q
+  admission_policies = false
+  node_plugin {
+    image          = %q
+    simulated_gpus = "v100-32gb:1"
+    driver_root    = "/run/nvidia/driver"
+    toleration {
+      operator = "Exists"
+    }
+  }
+}
+`, ns, image)
+}
+
+// pluginImage checks the node plugin's DaemonSet as the API server has it.
+func pluginImage(ns, image string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		ds, err := kube.AppsV1().DaemonSets(ns).Get(context.Background(), "gpuslice-nodeplugin", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c := ds.Spec.Template.Spec.Containers[0]
+		if c.Image != image || !slices.Contains(c.Args, "--fractions=25,50,100") || !slices.Contains(c.Args, "--driver-root=/run/nvidia/driver") {
+			return fmt.Errorf("node plugin DaemonSet runs %s with %v; want %s with the platform's fractions and driver root", c.Image, c.Args, image)
+		}
+		return nil
+	}
+}
+
+// The node_plugin block installs the plugin's DaemonSet, reads back (empty
+// plan, import), shows and restores drift, updates the image in place and
+// removes the plugin when the block goes.
+func TestAccPlatformNodePlugin(t *testing.T) {
+	needCluster(t)
+	if own {
+		t.Skip("changes cluster-wide settings")
+	}
+	const ns = "acc-nodeplugin"
+	v1 := "registry.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5"
+	v2 := "registry.test/gpuslice/gpuslice-nodeplugin:0.1.1@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providers,
+		Steps: []resource.TestStep{
+			{
+				Config:           nodePluginConfig(ns, v1),
+				Check:            pluginImage(ns, v1),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+			},
+			{ResourceName: "gpuslice_platform.p", ImportState: true, ImportStateId: ns, ImportStateVerify: true},
+			{
+				PreConfig: func() {
+					patch := `{"spec":{"template":{"spec":{"containers":[{"name":"plugin","image":"somebody/else:1"}]}}}}`
+					if _, err := kube.AppsV1().DaemonSets(ns).Patch(context.Background(), "gpuslice-nodeplugin", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+						t.Fatalf("edit the node plugin's DaemonSet: %v", err)
+					}
+				},
+				Config: nodePluginConfig(ns, v1),
+				Check:  pluginImage(ns, v1),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_platform.p", plancheck.ResourceActionUpdate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+			},
+			{
+				Config: nodePluginConfig(ns, v2),
+				Check:  pluginImage(ns, v2),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_platform.p", plancheck.ResourceActionUpdate)},
+				},
+			},
+			{
+				Config: platformConfig(ns, "[25, 50, 100]"),
+				Check: func(*terraform.State) error {
+					if _, err := kube.AppsV1().DaemonSets(ns).Get(context.Background(), "gpuslice-nodeplugin", metav1.GetOptions{}); err == nil {
+						return fmt.Errorf("the node plugin's DaemonSet is still there after its block was removed")
+					}
+					return nil
+				},
 			},
 		},
 	})

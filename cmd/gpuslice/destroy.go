@@ -31,6 +31,10 @@ func newDestroyCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			printDiags(cmd.ErrOrStderr(), p.Diagnostics)
+			if p.Diagnostics.HasErrors() {
+				return errReported
+			}
 			p.WriteText(out)
 			if !p.HasChanges() {
 				return e.Inventory.Delete(cmd.Context(), c.Stack.Name)

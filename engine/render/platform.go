@@ -35,11 +35,21 @@ func (r renderer) platform(p *spec.Platform) ([]objects.Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.ForceDestroy {
+		cm.Obj.Object["data"].(map[string]any)["forceDestroy"] = "true"
+	}
 	role, err := r.tenantClusterRole(p)
 	if err != nil {
 		return nil, err
 	}
 	out := []objects.Object{ns, cm, role}
+	if p.NodePlugin != nil {
+		plugin, err := r.nodePlugin(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, plugin...)
+	}
 	if p.AdmissionPolicies {
 		policies, err := r.policies(p)
 		if err != nil {
@@ -55,7 +65,8 @@ func (r renderer) platform(p *spec.Platform) ([]objects.Object, error) {
 // ConfigMap and the value: dropping it would plan packages against
 // fractions the node plugins may not offer.
 func PlatformOf(cm *corev1.ConfigMap) (*spec.Platform, error) {
-	p := &spec.Platform{Namespace: cm.Namespace, TenantLabel: cm.Data["tenantLabel"], AdmissionPolicies: cm.Data["admissionPolicies"] == "true"}
+	p := &spec.Platform{Namespace: cm.Namespace, TenantLabel: cm.Data["tenantLabel"], AdmissionPolicies: cm.Data["admissionPolicies"] == "true",
+		ForceDestroy: cm.Data["forceDestroy"] == "true"}
 	for _, f := range strings.Split(cm.Data["fractions"], ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil {

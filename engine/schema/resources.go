@@ -16,7 +16,34 @@ var Platform = Resource{
 			Description: "GPU fractions, in percent, that the node plugins offer as slices. A package's fraction must be one of them; each must divide 100."},
 		{Name: "admission_policies", Type: cty.Bool, Default: cty.True,
 			Description: "Install the ValidatingAdmissionPolicies that admit only the documented claim shape in tenant namespaces."},
-	}},
+		{Name: "force_destroy", Type: cty.Bool, Default: cty.False,
+			Description: "Remove the node plugin (destroy, or a removed `node_plugin` block) even while pods hold slices. Their claims can then not be unprepared until a node plugin runs again: by default the plan refuses and names them."},
+	},
+		Blocks: []Block{{
+			Name: "node_plugin", Nesting: NestingSingle,
+			Description: "Install gpuslice's node plugin on the GPU nodes: a DaemonSet (from the chart in `deploy/`) with its ServiceAccount, least-privilege RBAC and the admission policy letting each plugin write only its own node's ResourceSlices. The platform's `fractions` are the slices it offers. Without this block gpuslice does not touch the node side (install the chart yourself).",
+			Attributes: []Attribute{
+				required(str("image", "The node plugin's image, pinned by tag and digest, e.g. `registry.example.com/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:…` (`make image-push` prints it).")),
+				oneOf(strDefault("image_pull_policy", "IfNotPresent", "`Always`, `IfNotPresent` or `Never`."), "Always", "IfNotPresent", "Never"),
+				{Name: "node_selector", Type: cty.Map(cty.String), Default: cty.MapVal(map[string]cty.Value{"nvidia.com/gpu.present": cty.StringVal("true")}),
+					Description: "Nodes to run on: the GPU nodes. Default: the label NVIDIA's GPU feature discovery sets, `nvidia.com/gpu.present = \"true\"`."},
+				strDefault("driver_root", "/", "Where the NVIDIA driver's libraries and `nvidia-smi` are on the nodes: `/` for a driver installed on the host, `/run/nvidia/driver` with NVIDIA's driver container."),
+				strDefault("toolkit_config", "/etc/nvidia-container-runtime/config.toml", "The nodes' NVIDIA Container Toolkit configuration, checked for images picking GPUs with NVIDIA_VISIBLE_DEVICES around the slices (an Event on the Node when open); empty skips the check."),
+				str("simulated_gpus", "Simulated GPUs instead of NVML, e.g. `v100-32gb:1`: for clusters without GPUs (the local cluster, tests). Leave unset on GPU nodes."),
+				{Name: "env", Type: cty.Map(cty.String), Description: "Extra environment of the plugin's container, e.g. where to reach the API server when the cluster's Service address is not routable from the nodes."},
+			},
+			Blocks: []Block{{
+				Name: "toleration", Nesting: NestingList,
+				Description: "Taints the plugin tolerates, as in a pod spec. Default: `nvidia.com/gpu` (Exists, NoSchedule), the taint GPU nodes commonly carry.",
+				Attributes: []Attribute{
+					str("key", "Taint key; empty with operator Exists tolerates every taint."),
+					oneOf(strDefault("operator", "Equal", "`Equal` or `Exists`."), "Equal", "Exists"),
+					str("value", "Taint value, for operator Equal."),
+					oneOf(str("effect", "`NoSchedule`, `PreferNoSchedule` or `NoExecute`; empty matches all."), "NoSchedule", "PreferNoSchedule", "NoExecute"),
+				},
+			}},
+		}},
+	},
 }
 
 // Package is the gpuslice_package resource.

@@ -28,6 +28,29 @@ type Platform struct {
 	TenantLabel       string `json:"tenant_label"`
 	Fractions         []int  `json:"fractions"`
 	AdmissionPolicies bool   `json:"admission_policies"`
+	ForceDestroy      bool   `json:"force_destroy"`
+	// NodePlugin, when set, installs the node plugin's DaemonSet.
+	NodePlugin *NodePlugin `json:"node_plugin"`
+}
+
+// NodePlugin is the platform's node_plugin block.
+type NodePlugin struct {
+	Image           string            `json:"image"`
+	ImagePullPolicy string            `json:"image_pull_policy"`
+	NodeSelector    map[string]string `json:"node_selector"`
+	DriverRoot      string            `json:"driver_root"`
+	ToolkitConfig   string            `json:"toolkit_config"`
+	SimulatedGPUs   string            `json:"simulated_gpus"`
+	Env             map[string]string `json:"env"`
+	Tolerations     []Toleration      `json:"toleration"`
+}
+
+// Toleration is one of the node plugin's tolerations.
+type Toleration struct {
+	Key      string `json:"key"`
+	Operator string `json:"operator"`
+	Value    string `json:"value"`
+	Effect   string `json:"effect"`
 }
 
 // Package is gpuslice_package.

@@ -96,6 +96,10 @@ func (v *validator) errorf(addr, attr, summary, format string, args ...any) {
 	v.diags = append(v.diags, diag.Errorf(addr, attr, summary, format, args...))
 }
 
+func (v *validator) warningf(addr, attr, summary, format string, args ...any) {
+	v.diags = append(v.diags, diag.Warningf(addr, attr, summary, format, args...))
+}
+
 func (v *validator) dnsLabel(addr, attr, value, what string) bool {
 	if value == "" {
 		v.errorf(addr, attr, "Missing "+what, "set %s to a name of lowercase letters, digits and '-'", attr)
@@ -122,29 +126,6 @@ func (v *validator) quantity(addr, attr, value string) (resource.Quantity, bool)
 		return q, false
 	}
 	return q, true
-}
-
-func (v *validator) platform(p *Platform) {
-	v.dnsLabel(p.Address, "namespace", p.Namespace, "namespace")
-	if errs := validation.IsQualifiedName(p.TenantLabel); len(errs) > 0 {
-		v.errorf(p.Address, "tenant_label", "Invalid label key", "%q: %s", p.TenantLabel, strings.Join(errs, "; "))
-	}
-	if len(p.Fractions) == 0 {
-		v.errorf(p.Address, "fractions", "No fractions", "list at least one fraction, e.g. [25, 50, 100]")
-	}
-	seen := map[int]bool{}
-	for i, f := range p.Fractions {
-		attr := fmt.Sprintf("fractions[%d]", i)
-		switch {
-		case f <= 0 || f > 100:
-			v.errorf(p.Address, attr, "Invalid fraction", "%d is not a percentage between 1 and 100", f)
-		case 100%f != 0:
-			v.errorf(p.Address, attr, "Invalid fraction", "%d %% does not divide a GPU into whole slices; use a divisor of 100 such as 10, 20, 25 or 50", f)
-		case seen[f]:
-			v.errorf(p.Address, attr, "Duplicate fraction", "%d is listed twice", f)
-		}
-		seen[f] = true
-	}
 }
 
 func (v *validator) pkg(p *Package, models tables.GPUModels, fractions []int) {

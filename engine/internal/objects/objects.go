@@ -98,6 +98,12 @@ var kinds = []Kind{
 	{GVR: schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}, Kind: "ValidatingAdmissionPolicy", Level: LevelCluster},
 	{GVR: schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}, Kind: "ValidatingAdmissionPolicyBinding", Level: LevelCluster},
 	{GVR: schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}, Kind: "ClusterRole", Level: LevelCluster},
+	// The node plugin: its identity and rights before its DaemonSet.
+	{GVR: schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}, Kind: "ServiceAccount", Namespaced: true, Level: LevelCluster},
+	{GVR: schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}, Kind: "ClusterRoleBinding", Level: LevelCluster,
+		Immutable: [][]string{{"roleRef"}}},
+	{GVR: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}, Kind: "DaemonSet", Namespaced: true, Level: LevelQuota,
+		Immutable: [][]string{{"spec", "selector"}}},
 	{GVR: schema.GroupVersionResource{Version: "v1", Resource: "resourcequotas"}, Kind: "ResourceQuota", Namespaced: true, Level: LevelQuota},
 	{GVR: schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}, Kind: "RoleBinding", Namespaced: true, Level: LevelQuota,
 		Immutable: [][]string{{"roleRef"}}},

@@ -46,8 +46,9 @@ func quantity(live resource.Quantity, prior string) string {
 }
 
 // Platform reads the gpuslice_platform whose namespace is ns; nil when it
-// is not applied.
-func Platform(ctx context.Context, c kubernetes.Interface, ns string) (*spec.Platform, error) {
+// is not applied. prior, when known, says whether the configuration lists
+// the node plugin's tolerations or leaves them to the chart's default.
+func Platform(ctx context.Context, c kubernetes.Interface, ns string, prior *spec.Platform) (*spec.Platform, error) {
 	cm, err := c.CoreV1().ConfigMaps(ns).Get(ctx, render.PlatformConfigMap, metav1.GetOptions{})
 	if err != nil {
 		return nil, notFound(err, "platform settings "+ns+"/"+render.PlatformConfigMap)
@@ -55,7 +56,27 @@ func Platform(ctx context.Context, c kubernetes.Interface, ns string) (*spec.Pla
 	if !managed(cm.Labels) {
 		return nil, nil
 	}
-	return render.PlatformOf(cm)
+	p, err := render.PlatformOf(cm)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := c.AppsV1().DaemonSets(ns).Get(ctx, render.NodePluginDaemonSet, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("read the node plugin's DaemonSet %s/%s: %w", ns, render.NodePluginDaemonSet, err)
+	case managed(ds.Labels):
+		if p.NodePlugin, err = render.NodePluginOf(ds); err != nil {
+			return nil, err
+		}
+		if prior == nil || prior.NodePlugin == nil || len(prior.NodePlugin.Tolerations) == 0 {
+			// Tolerations nobody wrote are the chart's default, not a difference.
+			if render.DefaultTolerations(p.NodePlugin.Tolerations) {
+				p.NodePlugin.Tolerations = nil
+			}
+		}
+	}
+	return p, nil
 }
 
 // Package reads the gpuslice_package named name from its DeviceClass; nil

@@ -2,6 +2,7 @@ package readback_test
 
 import (
 	"context"
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -22,7 +23,12 @@ import (
 // import.
 
 func fullPlatform() *spec.Platform {
-	return &spec.Platform{Meta: spec.Meta{Address: "p"}, Namespace: "gpuslice-system", TenantLabel: "example.com/tenant", Fractions: []int{25, 50, 100}, AdmissionPolicies: true}
+	return &spec.Platform{Meta: spec.Meta{Address: "p"}, Namespace: "gpuslice-system", TenantLabel: "example.com/tenant", Fractions: []int{25, 50, 100}, AdmissionPolicies: true,
+		ForceDestroy: true, NodePlugin: &spec.NodePlugin{
+			Image: "registry.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5", ImagePullPolicy: "Always",
+			NodeSelector: map[string]string{"gpu": "v100"}, DriverRoot: "/run/nvidia/driver", ToolkitConfig: "/etc/nvidia/config.toml", SimulatedGPUs: "v100-32gb:2",
+			Env: map[string]string{"HTTPS_PROXY": "http://proxy:3128"}, Tolerations: []spec.Toleration{{Key: "dedicated", Operator: "Equal", Value: "gpu", Effect: "NoExecute"}},
+		}}
 }
 
 func fullPackage() *spec.Package {
@@ -88,8 +94,9 @@ func TestReadBackEveryField(t *testing.T) {
 	}
 	c := cluster(t, &spec.Stack{Name: "s", Platform: platform, Packages: []*spec.Package{pkg}, Quotas: []*spec.Quota{quota}})
 
-	gotPlatform, err := readback.Platform(ctx, c, platform.Namespace)
-	check(t, err, gotPlatform, &spec.Platform{Namespace: platform.Namespace, TenantLabel: platform.TenantLabel, Fractions: platform.Fractions, AdmissionPolicies: true})
+	gotPlatform, err := readback.Platform(ctx, c, platform.Namespace, platform)
+	check(t, err, gotPlatform, &spec.Platform{Namespace: platform.Namespace, TenantLabel: platform.TenantLabel, Fractions: platform.Fractions, AdmissionPolicies: true,
+		ForceDestroy: true, NodePlugin: platform.NodePlugin})
 
 	gotPackage, err := readback.Package(ctx, c, pkg.Name)
 	check(t, err, gotPackage, &spec.Package{Name: pkg.Name, GPUModel: pkg.GPUModel, Fraction: pkg.Fraction, ExtendedResourceName: pkg.ExtendedResourceName})
@@ -118,7 +125,7 @@ func check[T any](t *testing.T, err error, got, want *T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("read back %T:\n got %+v\nwant %+v", got, got, want)
+		t.Errorf("read back %T:\n got %s\nwant %s", got, asJSON(got), asJSON(want))
 	}
 }
 
@@ -142,4 +149,9 @@ func zeroFields(v reflect.Value, prefix string) []string {
 		}
 	}
 	return out
+}
+
+func asJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

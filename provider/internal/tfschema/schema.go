@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/mapdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/numberdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
@@ -141,7 +142,11 @@ func convertAttribute(a engineschema.Attribute) schema.Attribute {
 		}
 		return s
 	case a.Type.IsMapType():
-		return schema.MapAttribute{ElementType: attrType(a.Type.ElementType()), Description: desc, MarkdownDescription: desc, Required: f.required, Optional: f.optional, Computed: f.computed}
+		s := schema.MapAttribute{ElementType: attrType(a.Type.ElementType()), Description: desc, MarkdownDescription: desc, Required: f.required, Optional: f.optional, Computed: f.computed}
+		if a.Default != cty.NilVal {
+			s.Default = mapdefault.StaticValue(mapValue(a.Default))
+		}
+		return s
 	}
 	panic(fmt.Sprintf("provider: attribute %s has type %s, which the schema converter does not handle", a.Name, a.Type.FriendlyName()))
 }
@@ -159,20 +164,31 @@ func attrType(t cty.Type) attr.Type {
 }
 
 func listValue(v cty.Value) types.List {
-	elemType := attrType(v.Type().ElementType())
 	var elems []attr.Value
 	for it := v.ElementIterator(); it.Next(); {
 		_, e := it.Element()
-		switch e.Type() {
-		case cty.String:
-			elems = append(elems, types.StringValue(e.AsString()))
-		case cty.Number:
-			elems = append(elems, types.NumberValue(e.AsBigFloat()))
-		case cty.Bool:
-			elems = append(elems, types.BoolValue(e.True()))
-		}
+		elems = append(elems, primitive(e))
 	}
-	return types.ListValueMust(elemType, elems)
+	return types.ListValueMust(attrType(v.Type().ElementType()), elems)
+}
+
+func mapValue(v cty.Value) types.Map {
+	elems := map[string]attr.Value{}
+	for it := v.ElementIterator(); it.Next(); {
+		k, e := it.Element()
+		elems[k.AsString()] = primitive(e)
+	}
+	return types.MapValueMust(attrType(v.Type().ElementType()), elems)
+}
+
+func primitive(e cty.Value) attr.Value {
+	switch e.Type() {
+	case cty.String:
+		return types.StringValue(e.AsString())
+	case cty.Number:
+		return types.NumberValue(e.AsBigFloat())
+	}
+	return types.BoolValue(e.True())
 }
 
 // importID quotes the ID format of an engine import ID description

@@ -1,0 +1,55 @@
+package spec
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+func (v *validator) platform(p *Platform) {
+	v.dnsLabel(p.Address, "namespace", p.Namespace, "namespace")
+	if errs := validation.IsQualifiedName(p.TenantLabel); len(errs) > 0 {
+		v.errorf(p.Address, "tenant_label", "Invalid label key", "%q: %s", p.TenantLabel, strings.Join(errs, "; "))
+	}
+	if len(p.Fractions) == 0 {
+		v.errorf(p.Address, "fractions", "No fractions", "list at least one fraction, e.g. [25, 50, 100]")
+	}
+	seen := map[int]bool{}
+	for i, f := range p.Fractions {
+		attr := fmt.Sprintf("fractions[%d]", i)
+		switch {
+		case f <= 0 || f > 100:
+			v.errorf(p.Address, attr, "Invalid fraction", "%d is not a percentage between 1 and 100", f)
+		case 100%f != 0:
+			v.errorf(p.Address, attr, "Invalid fraction", "%d %% does not divide a GPU into whole slices; use a divisor of 100 such as 10, 20, 25 or 50", f)
+		case seen[f]:
+			v.errorf(p.Address, attr, "Duplicate fraction", "%d is listed twice", f)
+		}
+		seen[f] = true
+	}
+	if np := p.NodePlugin; np != nil {
+		v.nodePlugin(p.Address, np)
+	}
+}
+
+// nodePlugin checks the platform's node_plugin block.
+func (v *validator) nodePlugin(addr string, np *NodePlugin) {
+	if _, err := name.ParseReference(np.Image); err != nil {
+		v.errorf(addr, "node_plugin.image", "Invalid image reference", "%q: %v; write registry/repository:tag@sha256:…, as `make image-push` prints it", np.Image, err)
+	} else if !strings.Contains(np.Image, "@sha256:") {
+		v.warningf(addr, "node_plugin.image", "Image not pinned by digest", "%q can change under the same tag; pin it with @sha256:… (`make image-push` prints the digest) so every node runs the same plugin", np.Image)
+	}
+	for k := range np.Env {
+		if k == "NODE_NAME" || k == "NODE_IP" {
+			v.errorf(addr, "node_plugin.env", "Reserved variable", "%s is set by the node plugin's DaemonSet from the pod's node; remove it from env", k)
+		}
+	}
+	if np.DriverRoot == "" || !strings.HasPrefix(np.DriverRoot, "/") {
+		v.errorf(addr, "node_plugin.driver_root", "Not an absolute path", "%q: give the host directory holding the driver, / or /run/nvidia/driver", np.DriverRoot)
+	}
+	if np.ToolkitConfig != "" && !strings.HasPrefix(np.ToolkitConfig, "/") {
+		v.errorf(addr, "node_plugin.toolkit_config", "Not an absolute path", "%q: give the host file, e.g. /etc/nvidia-container-runtime/config.toml, or leave it empty to skip the check", np.ToolkitConfig)
+	}
+}
