@@ -146,7 +146,7 @@ func pluginPods(t *testing.T, env *realnodetest.Env, image string) map[string]co
 func TestNodePluginDaemonSet(t *testing.T) {
 	env := realnodetest.Shared(t)
 	client := env.Cluster.Client()
-	v1 := env.PushNodePlugin(t, "0.1.0", "0.1.0")
+	v1 := env.PushNodePlugin(t, "0.1.0")
 	install(t, client, values(env.Cluster, v1))
 	pods := pluginPods(t, env, v1)
 	t.Logf("plugin pods: %d", len(pods))
@@ -206,7 +206,7 @@ func TestNodePluginDaemonSet(t *testing.T) {
 	}
 
 	// Upgrade: a new image, the DaemonSet rolls.
-	v2 := env.PushNodePlugin(t, "0.1.1", "0.1.1")
+	v2 := env.PushNodePlugin(t, "0.1.1")
 	install(t, client, values(env.Cluster, v2))
 	newPods := pluginPods(t, env, v2)
 	if newPods[node.Name].UID == pods[node.Name].UID {

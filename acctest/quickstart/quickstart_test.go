@@ -72,6 +72,9 @@ func TestQuickstartWithOpenTofu(t *testing.T) {
 	dir := filepath.Join(work, "examples", "quickstart")
 	env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+install(t), "KUBE_CONFIG_PATH="+c.KubeconfigPath, "TF_IN_AUTOMATION=1",
 		"TF_VAR_wait_for=scheduled",
+		// The simulated node runs no kubelet: the plugin's DaemonSet is
+		// created and never runs (acctest/daemonset runs it on real nodes).
+		"TF_VAR_node_plugin_image=registry.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5",
 		// Nothing may be downloaded: a registry lookup fails here.
 		"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9")
 	run := func(args ...string) (string, int) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -65,7 +66,7 @@ func newDevCommand() *cobra.Command {
 			} else {
 				fmt.Fprintf(out, "# dev cluster already running (pid %d), nodes %v\n", s.PID, s.Nodes)
 			}
-			fmt.Fprintf(out, "export KUBECONFIG=%s\n", s.Kubeconfig)
+			fmt.Fprintln(out, strings.Join(s.Env(), "\n"))
 			return nil
 		},
 	}
@@ -107,14 +108,14 @@ func newDevCommand() *cobra.Command {
 
 	env := &cobra.Command{
 		Use:   "env",
-		Short: "Print the KUBECONFIG line for the running dev cluster (eval \"$(gpuslice dev env)\")",
+		Short: "Print the KUBECONFIG line for the running dev cluster and the quickstart's node-plugin variables (eval \"$(gpuslice dev env)\")",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := devcluster.Running(dir)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "export KUBECONFIG=%s\n", s.Kubeconfig)
+			fmt.Fprintln(cmd.OutOrStdout(), strings.Join(s.Env(), "\n"))
 			return nil
 		},
 	}

@@ -89,6 +89,11 @@ func Load(dir string, opts Options) (*Config, diag.Diagnostics) {
 		if _, ok := g.nodes["var."+name]; ok {
 			continue
 		}
+		// Like Terraform: TF_VAR_ variables are shared by every
+		// configuration a shell works with; one not declared here is not news.
+		if strings.HasPrefix(rv.source, "environment variable ") {
+			continue
+		}
 		d := diag.Diagnostic{Summary: "Value for undeclared variable", Detail: fmt.Sprintf("%s sets %q, which no variable block declares%s", rv.source, name, diag.Suggest(name, g.variableNames()))}
 		if rv.text != nil && rv.source == "-var "+name {
 			d.Severity = diag.Error

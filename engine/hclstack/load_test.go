@@ -69,7 +69,7 @@ func TestLoadGoodConfig(t *testing.T) {
 // stack under a module address with the inputs the root passed, and its
 // outputs reach the root's once apply reports the computed attributes.
 func TestLoadLocalModule(t *testing.T) {
-	c, diags := Load("../../examples/quickstart", Options{VarOptions: VarOptions{Vars: []string{"wait_for=scheduled"}, Env: []string{}}})
+	c, diags := Load("../../examples/quickstart", Options{VarOptions: VarOptions{Vars: []string{"wait_for=scheduled", "node_plugin_image=registry.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5"}, Env: []string{}}})
 	if diags.HasErrors() {
 		t.Fatalf("unexpected diagnostics:\n%v", diags.Err())
 	}
@@ -127,5 +127,23 @@ func TestModuleErrors(t *testing.T) {
 				t.Fatalf("diagnostics = %v, want %q", diags, c.want)
 			}
 		})
+	}
+}
+
+// TF_VAR_ variables a configuration does not declare are ignored, as
+// Terraform does: `gpuslice dev env` exports the quickstart's for every
+// configuration the shell applies. Set in the environment, the quickstart's
+// are read.
+func TestEnvironmentVariablesForOtherConfigurations(t *testing.T) {
+	image := "registry.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5"
+	c, diags := Load("../../examples/quickstart", Options{VarOptions: VarOptions{Env: []string{
+		"TF_VAR_node_plugin_image=" + image, `TF_VAR_node_plugin_env={A="1"}`, "TF_VAR_someone_elses=1",
+	}}})
+	if len(diags) > 0 {
+		t.Fatalf("diagnostics for environment variables: %v", diags)
+	}
+	np := c.Stack.Platform.NodePlugin
+	if np == nil || np.Image != image || np.Env["A"] != "1" {
+		t.Errorf("node plugin from TF_VAR_*: %+v", np)
 	}
 }

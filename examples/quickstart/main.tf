@@ -14,9 +14,17 @@ terraform {
 # config_context, host/token, exec {}, or the KUBE_* environment variables.
 provider "gpuslice" {}
 
-# Tenant namespaces, the fractions the node plugins offer, and the
-# admission policies that keep tenants inside their slices.
-resource "gpuslice_platform" "this" {}
+# Tenant namespaces, the fractions the node plugins offer, the admission
+# policies that keep tenants inside their slices, and the node plugin on
+# every GPU node, from the image `make image-push` published.
+resource "gpuslice_platform" "this" {
+  node_plugin {
+    image          = var.node_plugin_image
+    driver_root    = var.driver_root
+    simulated_gpus = var.simulated_gpus
+    env            = var.node_plugin_env
+  }
+}
 
 resource "gpuslice_package" "v100_8gi" {
   name      = "v100-8gi"

@@ -76,26 +76,36 @@ func (d *demo) run(ctx context.Context, tfConfig string) error {
 	if err := os.CopyFS(filepath.Join(d.work, "examples"), os.DirFS(filepath.Join(d.repo, "examples"))); err != nil {
 		return fmt.Errorf("copy the examples: %w", err)
 	}
-	d.env = append(os.Environ(), "KUBE_CONFIG_PATH="+d.state.Kubeconfig, "TF_CLI_CONFIG_FILE="+tfConfig, "TF_IN_AUTOMATION=1", "KUBECONFIG="+d.state.Kubeconfig)
+	d.env = append(os.Environ(), "KUBE_CONFIG_PATH="+d.state.Kubeconfig, "TF_CLI_CONFIG_FILE="+tfConfig, "TF_IN_AUTOMATION=1")
+	// What `gpuslice dev env` prints: KUBECONFIG and the quickstart's
+	// variables installing the node plugin from the local registry.
+	for _, l := range d.state.Env() {
+		name, value, _ := strings.Cut(strings.TrimPrefix(l, "export "), "=")
+		d.env = append(d.env, name+"="+strings.Trim(value, "'"))
+	}
 
 	fmt.Printf("\ngpuslice demo: share V100s on Kubernetes, declared in HCL, applied with OpenTofu\n\n")
 	fmt.Printf("  A real control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager v1.37.2) ready in %.1f s\n", float64(d.state.StartupMS)/1000)
 	fmt.Printf("  at %s, and real nodes %s: each a kubelet v1.37.2 with containerd v2.4.2 and runc v1.5.3,\n", d.state.Host, strings.Join(d.state.Nodes, " and "))
-	fmt.Printf("  pulling images from a local registry, with the gpuslice node plugin registered. Everything is built from Go\n")
-	fmt.Printf("  modules. Simulated: only the GPU silicon and its driver — one V100-PCIE-32GB per node (go-nvml's mock in the\n")
-	fmt.Printf("  plugin, a fake libcuda and libnvidia-ml mounted into containers as a real driver's would be).\n\n")
+	fmt.Printf("  pulling images from a local registry that holds the gpuslice node plugin's image, built in Go. Everything is\n")
+	fmt.Printf("  built from Go modules. Simulated: only the GPU silicon and its driver — one V100-PCIE-32GB per node (go-nvml's\n")
+	fmt.Printf("  mock in the plugin, a fake libcuda and libnvidia-ml mounted into containers as a real driver's would be).\n\n")
 
-	step(1, "The node plugins published each GPU as partitionable slices")
-	if err := showSlices(ctx, d.client); err != nil {
-		return err
-	}
-
-	step(2, "tofu init && tofu apply on examples/quickstart (the provider comes from the local filesystem mirror)")
+	step(1, "tofu init && tofu apply on examples/quickstart: the platform (with the node plugin), packages, a quota, Ollama")
+	fmt.Printf("     $ eval \"$(gpuslice dev env)\"   # KUBECONFIG, and TF_VAR_node_plugin_image=%s …\n", d.state.NodePluginImage)
 	qs := filepath.Join(d.work, "examples", "quickstart")
 	if err := d.cmd(qs, "tofu", "init", "-input=false", "-no-color"); err != nil {
 		return err
 	}
 	if err := d.cmd(qs, "tofu", "apply", "-auto-approve", "-input=false", "-no-color", "-var", "wait_for=scheduled"); err != nil {
+		return err
+	}
+
+	step(2, "The platform's DaemonSet runs the node plugin from its image on every node; each published its GPU as slices")
+	if err := d.showPluginPods(ctx); err != nil {
+		return err
+	}
+	if err := showSlices(ctx, d.client); err != nil {
 		return err
 	}
 

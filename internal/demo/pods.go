@@ -216,3 +216,29 @@ func showSpec(spec *specs.Spec, path string) {
 	}
 	fmt.Printf("       device nodes: %s\n", strings.Join(nodes, " "))
 }
+
+// showPluginPods shows the node plugin's pods: one per real node, running
+// the image from the local registry.
+func (d *demo) showPluginPods(ctx context.Context) error {
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		pods, err := d.client.CoreV1().Pods("gpuslice-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gpuslice-nodeplugin"})
+		running := 0
+		if err == nil {
+			for _, p := range pods.Items {
+				if p.Status.Phase == corev1.PodRunning {
+					running++
+				}
+			}
+		}
+		if err == nil && running == len(d.state.RealNodes) {
+			for _, p := range pods.Items {
+				fmt.Printf("     pod %-32s on %-10s %s\n", p.Name, p.Spec.NodeName, p.Spec.Containers[0].Image)
+			}
+			fmt.Println()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the node plugin's pods are not running on every node within 2 minutes (%d of %d; %v)", running, len(d.state.RealNodes), err)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,6 +38,27 @@ type State struct {
 	// RealNodes run containers; Registry is where they pull from.
 	RealNodes []RealNode `json:"realNodes"`
 	Registry  string     `json:"registry,omitempty"`
+	// NodePluginImage is the node plugin's image in the local registry, by
+	// tag and digest: what gpuslice_platform's node_plugin block installs.
+	NodePluginImage string `json:"nodePluginImage,omitempty"`
+}
+
+// Env are the shell lines that reach the cluster: KUBECONFIG, and the
+// quickstart's variables for installing the node plugin on the real nodes
+// (TF_VAR_*, which OpenTofu and the gpuslice CLI both read).
+func (s *State) Env() []string {
+	lines := []string{"export KUBECONFIG=" + s.Kubeconfig}
+	if s.NodePluginImage != "" {
+		port := s.Host[strings.LastIndex(s.Host, ":")+1:]
+		lines = append(lines,
+			"export TF_VAR_node_plugin_image="+s.NodePluginImage,
+			"export TF_VAR_driver_root="+realnode.DriverRoot,
+			"export TF_VAR_simulated_gpus="+SimulatedGPU.String(),
+			// The API server listens on loopback; the plugin's pod shares
+			// the host's network.
+			`export TF_VAR_node_plugin_env='{KUBERNETES_SERVICE_HOST="127.0.0.1",KUBERNETES_SERVICE_PORT="`+port+`"}'`)
+	}
+	return lines
 }
 
 // RealNode is where a real node keeps what people look at.
@@ -203,12 +225,15 @@ func Serve(opts ServeOptions) error {
 		if err := realnode.PushImages(ctx, reg, binDir); err != nil {
 			return err
 		}
+		if s.NodePluginImage, err = realnode.PushNodePluginImage(ctx, reg, binDir, "0.1.0"); err != nil {
+			return err
+		}
 		for i := 1; i <= opts.RealNodes; i++ {
 			name := fmt.Sprintf("gpu-node-%d", i)
 			n, err := realnode.Start(ctx, realnode.Options{
 				Name: name, Dir: filepath.Join(dir, "nodes", name), BinDir: binDir,
 				Kubeconfig: c.KubeconfigPath, Client: c.Client(), PauseImage: images.Pause, Mirrors: reg.Mirrors(),
-				NodePlugin: &realnode.NodePluginOptions{GPUs: SimulatedGPU.String()}, Logf: logf,
+				Logf: logf,
 			})
 			if err != nil {
 				return err

@@ -60,8 +60,27 @@ func TestUpEnvDown(t *testing.T) {
 		t.Fatalf("second dev up: %v\n%s", err, out)
 	}
 	out, err = run("dev", "env")
-	if err != nil || strings.TrimSpace(out) != kubeconfigLine {
-		t.Fatalf("dev env: %v: %q", err, out)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err != nil || lines[0] != kubeconfigLine || !strings.Contains(out, "export TF_VAR_node_plugin_image=registry.gpuslice.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:") {
+		t.Fatalf("dev env: %v: %q, want the KUBECONFIG line and the node plugin's variables", err, out)
+	}
+
+	// The real node runs its node plugin once a platform installs it, from
+	// the image in the local registry, with the variables dev env printed.
+	env := []string{"KUBECONFIG=" + state.Kubeconfig}
+	for _, l := range lines[1:] {
+		kv := strings.TrimPrefix(l, "export ")
+		name, value, _ := strings.Cut(kv, "=")
+		env = append(env, name+"="+strings.Trim(value, "'"))
+	}
+	platform := t.TempDir()
+	if err := os.WriteFile(filepath.Join(platform, "main.tf"), []byte(platformWithNodePlugin), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	apply := exec.Command(gpuslice, "apply", platform, "-stack", "dev-platform", "-auto-approve")
+	apply.Env = append(os.Environ(), env...)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("apply a platform with the node plugin: %v\n%s", err, out)
 	}
 	if _, err := exec.LookPath("kubectl"); err == nil {
 		kc := exec.Command("kubectl", "get", "nodes", "-o", "name")
@@ -90,7 +109,7 @@ func TestUpEnvDown(t *testing.T) {
 	for _, node := range []string{"gpu-node-1", "sim-node-1"} {
 		devices := 0
 		// publishing is asynchronous: allow the slice controller a moment
-		_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 			slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 			devices = 0
 			if err == nil {
@@ -106,8 +125,8 @@ func TestUpEnvDown(t *testing.T) {
 	}
 
 	children := childPIDs(t, state.PID)
-	if len(children) != 8 {
-		t.Errorf("server %d has %d child processes, want 8 (etcd, three kube components; the real node's containerd, kubelet, node plugin and reaper)", state.PID, len(children))
+	if len(children) != 7 {
+		t.Errorf("server %d has %d child processes, want 7 (etcd, three kube components; the real node's containerd, kubelet and reaper: its node plugin is a pod)", state.PID, len(children))
 	}
 	out, err = run("dev", "down")
 	if err != nil || !strings.Contains(out, "dev cluster stopped") {
@@ -129,6 +148,23 @@ func TestUpEnvDown(t *testing.T) {
 		t.Errorf("dev env after down: err %v, output %q: want an error saying to run `gpuslice dev up`", err, out)
 	}
 }
+
+const platformWithNodePlugin = `
+variable "node_plugin_image" { type = string }
+variable "driver_root" { type = string }
+variable "simulated_gpus" { type = string }
+variable "node_plugin_env" { type = map(string) }
+
+resource "gpuslice_platform" "this" {
+  admission_policies = false
+  node_plugin {
+    image          = var.node_plugin_image
+    driver_root    = var.driver_root
+    simulated_gpus = var.simulated_gpus
+    env            = var.node_plugin_env
+  }
+}
+`
 
 // childPIDs lists the direct children of pid from /proc.
 func childPIDs(t *testing.T, pid int) []int {

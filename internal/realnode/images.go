@@ -3,6 +3,7 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -26,4 +27,20 @@ func PushImages(ctx context.Context, reg *localregistry.Registry, binDir string)
 		}
 	}
 	return nil
+}
+
+// PushNodePluginImage pushes the node plugin's image, built by `make image`
+// into binDir/image, to reg as version (its tag and label: two versions
+// have two digests) and returns its reference by tag and digest.
+func PushNodePluginImage(ctx context.Context, reg *localregistry.Registry, binDir, version string) (string, error) {
+	img, err := images.NodePluginImage(filepath.Join(binDir, "image"), version, "local")
+	if err != nil {
+		return "", err
+	}
+	ref := localregistry.Host + "/" + images.NodePluginRepository + ":" + version
+	digest, err := reg.Push(ctx, ref, img)
+	if err != nil {
+		return "", err
+	}
+	return ref + "@" + digest.String(), nil
 }

@@ -26,7 +26,7 @@ resource "gpuslice_workload" "trainer_1" {
   container {
     image          = "registry.gpuslice.test/slice-check:1"
     command        = ["slice-check", "--sleep"]
-    cpu_request    = "1"
+    cpu_request    = "100m"
     memory_request = "4Gi"
   }
 }
@@ -40,7 +40,7 @@ resource "gpuslice_workload" "trainer_2" {
   container {
     image          = "registry.gpuslice.test/slice-check:1"
     command        = ["slice-check", "--sleep"]
-    cpu_request    = "1"
+    cpu_request    = "100m"
     memory_request = "4Gi"
   }
 }

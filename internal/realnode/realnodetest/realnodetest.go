@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -203,18 +204,15 @@ func Shared(tb testing.TB) *Env {
 }
 
 // PushNodePlugin pushes the node plugin's image (bin/image, `make image`)
-// to the registry as tag, rebuilt with version in its labels (so two
-// versions have two digests), and returns its reference by tag and digest.
-func (e *Env) PushNodePlugin(tb testing.TB, tag, version string) string {
+// to the registry as version and returns its reference by tag and digest.
+func (e *Env) PushNodePlugin(tb testing.TB, version string) string {
 	tb.Helper()
-	img, err := images.NodePluginImage(filepath.Join(e.BinDir, "image"), version, "test")
-	if err != nil {
+	ref, err := realnode.PushNodePluginImage(context.Background(), e.Registry, e.BinDir, version)
+	if errors.Is(err, fs.ErrNotExist) {
 		testenv.Unavailable(tb, "node plugin image: %v", err)
 	}
-	ref := localregistry.Host + "/" + images.NodePluginRepository + ":" + tag
-	digest, err := e.Registry.Push(context.Background(), ref, img)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return ref + "@" + digest.String()
+	return ref
 }
