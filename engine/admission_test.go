@@ -93,7 +93,9 @@ func TestRenderedConfigsAreAdmitted(t *testing.T) {
 	for _, dir := range dirs {
 		name := strings.ReplaceAll(strings.Trim(strings.TrimPrefix(dir, "../"), "/"), "/", "-")
 		t.Run(name, func(t *testing.T) {
-			c, diags := hclstack.Load(dir, hclstack.Options{Stack: "good", VarOptions: hclstack.VarOptions{Env: []string{}}})
+			// The quickstart's one required variable, as `make demo` sets it.
+			env := []string{"TF_VAR_node_plugin_image=registry.gpuslice.test/gpuslice/gpuslice-nodeplugin:test"}
+			c, diags := hclstack.Load(dir, hclstack.Options{Stack: "good", VarOptions: hclstack.VarOptions{Env: env}})
 			if diags.HasErrors() {
 				t.Fatal(diags.Err())
 			}

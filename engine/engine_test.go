@@ -226,12 +226,18 @@ resource "gpuslice_workload" "train" {
 }
 `
 	}
-	mustApply(t, e, loadStack(t, "replace", stackHCL("replace", job("pytorch/pytorch:2.4.1"))))
+	// A model no test publishes: the job's pod stays Pending instead of
+	// landing on a node without a kubelet, where it could never stop
+	// (TestStuckReplacementNamesItsPods covers that).
+	hcl := func(image string) string {
+		return strings.Replace(stackHCL("replace", job(image)), "Tesla V100-PCIE-32GB", "NVIDIA H100 80GB HBM3", 1)
+	}
+	mustApply(t, e, loadStack(t, "replace", hcl("pytorch/pytorch:2.4.1")))
 	before, err := c.Client().BatchV1().Jobs("replace").Get(ctx, "train", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := loadStack(t, "replace", stackHCL("replace", job("pytorch/pytorch:2.5.0")))
+	s := loadStack(t, "replace", hcl("pytorch/pytorch:2.5.0"))
 	p := mustPlan(t, e, s)
 	var replaced []string
 	for _, ch := range p.Changes {

@@ -40,6 +40,10 @@ type Options struct {
 	Concurrency int
 	// Progress, when set, is told about every object as it finishes.
 	Progress func(Event)
+	// ReplaceTimeout bounds how long a replacement waits for the old
+	// object and its pods to go (default 10m, a workload's default
+	// timeout).
+	ReplaceTimeout time.Duration
 }
 
 // Event reports one object applied, pruned or failed.
@@ -55,6 +59,9 @@ type Event struct {
 
 // Run applies the plan. It returns every object error, joined.
 func Run(ctx context.Context, client dynamic.Interface, inv inventory.Store, p *plan.Plan, opts Options) error {
+	if opts.ReplaceTimeout <= 0 {
+		opts.ReplaceTimeout = 10 * time.Minute
+	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 8
 	}
@@ -90,7 +97,7 @@ func Run(ctx context.Context, client dynamic.Interface, inv inventory.Store, p *
 		// workload's claim template): stop at the first failing level.
 		if err := parallel(byLevel[l], opts.Concurrency, func(c plan.Change) error {
 			start := time.Now()
-			restored, err := applyOne(ctx, client, c, opts.ForceConflicts)
+			restored, err := applyOne(ctx, client, c, opts)
 			progress(Event{Address: c.Address, Ref: c.Ref, Action: c.Action, Duration: time.Since(start), Err: err, Restored: restored})
 			return err
 		}); err != nil {
@@ -154,10 +161,11 @@ func resourceFor(client dynamic.Interface, ref objects.Ref) (dynamic.ResourceInt
 
 // applyOne server-side applies one object, replacing it first when the
 // plan says so. It returns the managers whose hand edits it overwrote.
-func applyOne(ctx context.Context, client dynamic.Interface, c plan.Change, force bool) ([]string, error) {
+func applyOne(ctx context.Context, client dynamic.Interface, c plan.Change, opts Options) ([]string, error) {
+	force := opts.ForceConflicts
 	res, _ := resourceFor(client, c.Ref)
 	if c.Action == plan.Replace {
-		if err := deleteAndWait(ctx, res, c.Ref); err != nil {
+		if err := deleteAndWait(ctx, client, c, opts.ReplaceTimeout); err != nil {
 			return nil, err
 		}
 	}
@@ -225,27 +233,6 @@ func appliersAmong(managers []string, live *unstructured.Unstructured) []string 
 		}
 	}
 	return out
-}
-
-func deleteAndWait(ctx context.Context, res dynamic.ResourceInterface, ref objects.Ref) error {
-	err := res.Delete(ctx, ref.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("replace %s: delete: %w", ref, err)
-	}
-	for {
-		_, err := res.Get(ctx, ref.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("replace %s: wait for deletion: %w", ref, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("replace %s: still being deleted: %w", ref, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 func pruneOne(ctx context.Context, client dynamic.Interface, c plan.Change) error {
