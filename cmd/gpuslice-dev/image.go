@@ -77,22 +77,18 @@ func newImageCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("IMAGE %q: %w (want registry/repository:tag)", args[0], err)
 			}
-			idx, err := layout.ImageIndexFromPath(filepath.Join(dir, "oci"))
+			img, err := images.BuiltNodePluginImage(filepath.Join(dir, "oci"))
 			if err != nil {
-				return fmt.Errorf("read %s: %w (run `make image` first)", filepath.Join(dir, "oci"), err)
+				return err
 			}
-			m, err := idx.IndexManifest()
-			if err != nil || len(m.Manifests) != 1 {
-				return fmt.Errorf("%s holds %d images, want 1: run `make image` again", filepath.Join(dir, "oci"), len(m.Manifests))
-			}
-			img, err := idx.Image(m.Manifests[0].Digest)
+			digest, err := img.Digest()
 			if err != nil {
 				return err
 			}
 			if err := remote.Write(ref, img, remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithContext(cmd.Context())); err != nil {
 				return fmt.Errorf("push %s: %w", ref, err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "pushed %s@%s\n", ref.Context().Name()+":"+ref.Identifier(), m.Manifests[0].Digest)
+			fmt.Fprintf(cmd.OutOrStdout(), "pushed %s@%s\n", ref.Context().Name()+":"+ref.Identifier(), digest)
 			return nil
 		},
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/internal/devcluster"
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
 )
@@ -230,7 +231,7 @@ func (d *demo) showPluginPods(ctx context.Context) error {
 				}
 			}
 		}
-		if err == nil && running == len(d.state.RealNodes) {
+		if err == nil && running == len(d.state.RealNodes) && d.everyNodePublished(ctx) {
 			for _, p := range pods.Items {
 				fmt.Printf("     pod %-32s on %-10s %s\n", p.Name, p.Spec.NodeName, p.Spec.Containers[0].Image)
 			}
@@ -238,7 +239,28 @@ func (d *demo) showPluginPods(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the node plugin's pods are not running on every node within 2 minutes (%d of %d; %v)", running, len(d.state.RealNodes), err)
+			return fmt.Errorf("the node plugin's pods are not running and publishing on every node within 2 minutes (%d of %d running; %v)", running, len(d.state.RealNodes), err)
 		}
 	}
+}
+
+// everyNodePublished says whether every real node's plugin has published
+// its slices: a running pod has not necessarily done so yet.
+func (d *demo) everyNodePublished(ctx context.Context) bool {
+	list, err := d.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + contract.DriverName})
+	if err != nil {
+		return false
+	}
+	published := map[string]bool{}
+	for _, s := range list.Items {
+		if s.Spec.NodeName != nil {
+			published[*s.Spec.NodeName] = true
+		}
+	}
+	for _, n := range d.state.RealNodes {
+		if !published[n.Name] {
+			return false
+		}
+	}
+	return true
 }

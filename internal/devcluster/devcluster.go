@@ -225,7 +225,7 @@ func Serve(opts ServeOptions) error {
 		if err := realnode.PushImages(ctx, reg, binDir); err != nil {
 			return err
 		}
-		if s.NodePluginImage, err = realnode.PushNodePluginImage(ctx, reg, binDir, "0.1.0"); err != nil {
+		if s.NodePluginImage, err = realnode.PushBuiltNodePluginImage(ctx, reg, binDir, "0.1.0"); err != nil {
 			return err
 		}
 		for i := 1; i <= opts.RealNodes; i++ {

@@ -17,7 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/devcluster"
+	"github.com/gpuslice/gpuslice/internal/images"
 	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
 )
 
@@ -61,8 +63,17 @@ func TestUpEnvDown(t *testing.T) {
 	}
 	out, err = run("dev", "env")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if err != nil || lines[0] != kubeconfigLine || !strings.Contains(out, "export TF_VAR_node_plugin_image=registry.gpuslice.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:") {
-		t.Fatalf("dev env: %v: %q, want the KUBECONFIG line and the node plugin's variables", err, out)
+	// The plugin's image is the one `make image` built, digest and all.
+	built, err2 := images.BuiltNodePluginImage(filepath.Join(cluster.FindBinDir(), "image", "oci"))
+	if err2 != nil {
+		t.Fatal(err2)
+	}
+	digest, err2 := built.Digest()
+	if err2 != nil {
+		t.Fatal(err2)
+	}
+	if err != nil || lines[0] != kubeconfigLine || !strings.Contains(out, "export TF_VAR_node_plugin_image=registry.gpuslice.test/gpuslice/gpuslice-nodeplugin:0.1.0@"+digest.String()) {
+		t.Fatalf("dev env: %v: %q, want the KUBECONFIG line and the node plugin's variables, its image at %s", err, out, digest)
 	}
 
 	// The real node runs its node plugin once a platform installs it, from

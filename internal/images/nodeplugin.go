@@ -1,9 +1,11 @@
 package images
 
 import (
+	"fmt"
 	"path/filepath"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/gpuslice/gpuslice/contract"
@@ -49,4 +51,22 @@ func NodePluginImage(dir, version, revision string) (v1.Image, error) {
 		return nil, err
 	}
 	return mutate.Annotations(img, labels).(v1.Image), nil
+}
+
+// BuiltNodePluginImage reads the image `make image` wrote as an OCI layout
+// into dir (bin/image/oci): the artifact itself, so what is pushed has the
+// digest the build printed.
+func BuiltNodePluginImage(dir string) (v1.Image, error) {
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read the node plugin's image in %s: %w (run `make image` first)", dir, err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, fmt.Errorf("read the node plugin's image in %s: %w (run `make image` again)", dir, err)
+	}
+	if len(m.Manifests) != 1 {
+		return nil, fmt.Errorf("%s holds %d images, want 1: run `make image` again", dir, len(m.Manifests))
+	}
+	return idx.Image(m.Manifests[0].Digest)
 }

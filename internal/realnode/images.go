@@ -44,3 +44,19 @@ func PushNodePluginImage(ctx context.Context, reg *localregistry.Registry, binDi
 	}
 	return ref + "@" + digest.String(), nil
 }
+
+// PushBuiltNodePluginImage pushes the image `make image` built
+// (binDir/image/oci) to reg unchanged, as version, and returns its
+// reference by tag and digest: the digest `make image` printed.
+func PushBuiltNodePluginImage(ctx context.Context, reg *localregistry.Registry, binDir, version string) (string, error) {
+	img, err := images.BuiltNodePluginImage(filepath.Join(binDir, "image", "oci"))
+	if err != nil {
+		return "", err
+	}
+	ref := localregistry.Host + "/" + images.NodePluginRepository + ":" + version
+	digest, err := reg.Push(ctx, ref, img)
+	if err != nil {
+		return "", err
+	}
+	return ref + "@" + digest.String(), nil
+}
