@@ -31,6 +31,9 @@ func newReconcileCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// One engine for every round: its view of the cluster is listed
+			// once and kept current by watches, so a round re-reads nothing.
+			defer e.Close()
 			round := func() error {
 				c, err := f.load(cmd.ErrOrStderr(), dirArg(args))
 				if err != nil {
