@@ -43,7 +43,14 @@ type Engine struct {
 	Inventory inventory.Store
 	// Tables are the data tables the plan-time checks read.
 	Tables *tables.Set
-	view   *view.View
+	// Continuous keeps one view across Plan calls, for a loop that plans
+	// again and again (gpuslice reconcile): a round reads what the watches
+	// have delivered, so a change someone made moments before it may show
+	// only in the next round. Otherwise every Plan and PlanDestroy starts a
+	// run and lists the cluster afresh (as many lists as kinds, whatever
+	// the stack's size): nothing changed since the last run can be hidden.
+	Continuous bool
+	view       *view.View
 }
 
 // New connects to the cluster of cfg. inventoryNamespace holds the stacks'
@@ -75,7 +82,7 @@ func (e *Engine) Close() { e.view.Close() }
 // Refresh starts a new run: the next reads list the cluster afresh, as a
 // new process would. The engine's own writes never need it; changes made
 // by others arrive by watch within moments, and are certain to be seen
-// after Refresh.
+// after Refresh. It must not be called while other reads run.
 func (e *Engine) Refresh() { e.view.Reset() }
 
 // Informers says how many informers the engine's view runs: the reads a
@@ -85,6 +92,7 @@ func (e *Engine) Informers() int { return e.view.Started() }
 // Plan renders the stack, compares it with the cluster and runs the
 // plan-time checks; their errors stop apply like any other.
 func (e *Engine) Plan(ctx context.Context, s *spec.Stack, opts plan.Options) (*plan.Plan, error) {
+	e.startRun()
 	objs, err := render.Stack(s)
 	if err != nil {
 		return nil, err
@@ -121,7 +129,17 @@ func CheckOffline(s *spec.Stack, t *tables.Set) diag.Diagnostics {
 
 // PlanDestroy plans removing everything the stack applied.
 func (e *Engine) PlanDestroy(ctx context.Context, stack string) (*plan.Plan, error) {
+	e.startRun()
 	return e.planObjects(ctx, stack, nil, plan.Options{})
+}
+
+// startRun lists the cluster afresh at the next reads, unless the engine
+// is Continuous. Only the stack-wide plans start runs: the provider's
+// per-resource calls run concurrently within one run (Configure starts it).
+func (e *Engine) startRun() {
+	if !e.Continuous {
+		e.view.Reset()
+	}
 }
 
 func (e *Engine) planObjects(ctx context.Context, stack string, objs []objects.Object, opts plan.Options) (*plan.Plan, error) {

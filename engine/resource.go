@@ -170,7 +170,7 @@ func (e *Engine) PlanResource(ctx context.Context, r spec.Resource, rc ResourceC
 
 // PlanResourceDestroy plans removing everything one resource applied.
 func (e *Engine) PlanResourceDestroy(ctx context.Context, r spec.Resource) (*plan.Plan, error) {
-	return e.PlanDestroy(ctx, r.StackName())
+	return e.planObjects(ctx, r.StackName(), nil, plan.Options{}) // within the provider's run
 }
 
 // ResourceStatus diagnoses one resource; ok is false for a resource that
