@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -96,6 +97,10 @@ type View struct {
 	entries  map[entryKey]*entry
 	barriers map[schema.GroupResource][]barrier
 	seq      uint64 // of the last barrier
+	// wg counts the goroutines of this generation's informers; Reset and
+	// Close wait for them.
+	wg      *sync.WaitGroup
+	running atomic.Int64
 
 	subsMu sync.Mutex
 	subs   map[chan struct{}]struct{}
@@ -112,23 +117,47 @@ func (v *View) reset() {
 	v.ctx, v.cancel = context.WithCancel(context.Background())
 	v.entries = map[entryKey]*entry{}
 	v.barriers = map[schema.GroupResource][]barrier{}
+	v.wg = &sync.WaitGroup{}
 }
 
-// Reset stops every informer: the next read lists the cluster afresh, as a
-// new process would.
+// Reset stops every informer and waits until they have stopped: the next
+// read lists the cluster afresh, as a new process would. Reads running
+// meanwhile may fail; call it between runs.
 func (v *View) Reset() {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	v.cancel()
+	stopped := v.wg
 	v.reset()
+	v.mu.Unlock()
+	stopped.Wait()
 }
 
-// Close stops every informer; reads fail afterwards.
+// Close stops every informer and returns once their goroutines have
+// ended; reads fail afterwards.
 func (v *View) Close() {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	v.cancel()
 	v.closed = true
+	stopped := v.wg
+	v.mu.Unlock()
+	stopped.Wait()
+}
+
+// Running says how many goroutines the view's informers run: none once
+// Close has returned.
+func (v *View) Running() int { return int(v.running.Load()) }
+
+// goroutine runs f as one of the current generation's goroutines; v.mu is
+// held.
+func (v *View) goroutine(f func()) {
+	wg := v.wg
+	wg.Add(1)
+	v.running.Add(1)
+	go func() {
+		defer wg.Done()
+		defer v.running.Add(-1)
+		f()
+	}()
 }
 
 // Started says how many informers run: what a run's reads cost.
@@ -288,15 +317,15 @@ func (v *View) start(k entryKey) *entry {
 		UpdateFunc: func(any, any) { subs() },
 		DeleteFunc: func(any) { subs() },
 	})
-	go inf.RunWithContext(ctx)
-	go func() {
+	v.goroutine(func() { inf.RunWithContext(ctx) })
+	v.goroutine(func() {
 		select {
 		case <-inf.HasSyncedChecker().Done():
 			e.finish(nil)
 		case <-ctx.Done():
 			e.finish(fmt.Errorf("read %s: %w", e.what(), errClosed))
 		}
-	}()
+	})
 	return e
 }
 
