@@ -31,7 +31,7 @@ type row struct {
 	// Requests of the no-change plan: as the provider counted them (its
 	// debug log), and as the API server did (reads of the kinds gpuslice
 	// reads).
-	planProvider, planServer counts
+	planProvider, planServer   counts
 	createServer, updateServer counts
 
 	cliCreate, cliPlan, cliUpdate time.Duration
