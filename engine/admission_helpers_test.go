@@ -82,6 +82,7 @@ func setUpAdmission(tb testing.TB, cl *cluster.Cluster) (*admissionEnv, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer e.Close()
 	c, diags := hclstack.Load("testdata/admission/stack", hclstack.Options{Stack: "admission", VarOptions: hclstack.VarOptions{Env: []string{}}})
 	if diags.HasErrors() {
 		return nil, diags.Err()

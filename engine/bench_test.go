@@ -57,6 +57,7 @@ func BenchmarkPlanApply(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				defer e.Close()
 				name := fmt.Sprintf("bench%d-%d", n, i)
 				measure := func(metric string, s *spec.Stack, wantChanges bool) {
 					before := e.Clients.Requests.Count()

@@ -8,7 +8,7 @@ import (
 
 // GPUs lists every GPU the node plugins publish, by node and index.
 func (e *Engine) GPUs(ctx context.Context) ([]capacity.GPU, error) {
-	snap, err := capacity.Load(ctx, e.Clients.Typed)
+	snap, err := capacity.Load(ctx, e.view)
 	if err != nil {
 		return nil, err
 	}
@@ -18,9 +18,9 @@ func (e *Engine) GPUs(ctx context.Context) ([]capacity.GPU, error) {
 // Capacity counts the slices of every package applied to the cluster,
 // published, allocated and free, by package name.
 func (e *Engine) Capacity(ctx context.Context) ([]capacity.Package, error) {
-	snap, err := capacity.Load(ctx, e.Clients.Typed)
+	snap, err := capacity.Load(ctx, e.view)
 	if err != nil {
 		return nil, err
 	}
-	return snap.Packages(ctx, e.Clients.Typed)
+	return snap.Packages(ctx, e.view)
 }

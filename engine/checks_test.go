@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuslice/gpuslice/acctest/draproof"
-	"github.com/gpuslice/gpuslice/engine/internal/checks"
+	"github.com/gpuslice/gpuslice/engine"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 )
@@ -134,7 +134,7 @@ func TestFieldStoryAtPlan(t *testing.T) {
 		return fmt.Sprintf("pod phase %s, deleted %v, node %s", p.Status.Phase, p.DeletionTimestamp, p.Spec.NodeName)
 	})
 
-	facts, err := checks.Gather(ctx, e.Clients.Typed, loadStack(t, "story", storyHCL(mistakenWorkloads)))
+	facts, err := engine.GatherFacts(ctx, e, loadStack(t, "story", storyHCL(mistakenWorkloads)))
 	if err != nil {
 		t.Fatal(err)
 	}

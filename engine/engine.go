@@ -16,6 +16,7 @@ import (
 	"sort"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/gpuslice/gpuslice/engine/apply"
@@ -23,6 +24,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine/internal/checks"
 	"github.com/gpuslice/gpuslice/engine/internal/inventory"
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
+	"github.com/gpuslice/gpuslice/engine/internal/view"
 	"github.com/gpuslice/gpuslice/engine/kube"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/render"
@@ -31,12 +33,24 @@ import (
 	"github.com/gpuslice/gpuslice/schemas/tables"
 )
 
-// Engine talks to one cluster.
+// Engine talks to one cluster. Its reads share one view of the cluster
+// (client-go informers started on first use, kept current by watches; see
+// engine/internal/view): a Terraform run or a CLI command lists each kind
+// once however many resources it plans, and what the engine writes is what
+// it reads next. Use one Engine per run and Close it.
 type Engine struct {
 	Clients   *kube.Clients
 	Inventory inventory.Store
 	// Tables are the data tables the plan-time checks read.
 	Tables *tables.Set
+	// Continuous keeps one view across Plan calls, for a loop that plans
+	// again and again (gpuslice reconcile): a round reads what the watches
+	// have delivered, so a change someone made moments before it may show
+	// only in the next round. Otherwise every Plan and PlanDestroy starts a
+	// run and lists the cluster afresh (as many lists as kinds, whatever
+	// the stack's size): nothing changed since the last run can be hidden.
+	Continuous bool
+	view       *view.View
 }
 
 // New connects to the cluster of cfg. inventoryNamespace holds the stacks'
@@ -49,12 +63,36 @@ func New(cfg *rest.Config, inventoryNamespace string) (*Engine, error) {
 	if inventoryNamespace == "" {
 		inventoryNamespace = inventory.DefaultNamespace
 	}
-	return &Engine{Clients: clients, Inventory: inventory.Store{Client: clients.Typed, Namespace: inventoryNamespace}, Tables: tables.Builtin()}, nil
+	v := view.New(clients.Dynamic)
+	clients.OnWrite(v.Observe)
+	inv := inventory.Store{Client: clients.Typed, Namespace: inventoryNamespace,
+		Reader: func(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+			obj, err := v.Get(ctx, view.ManagedKind("", "ConfigMap"), ns, name)
+			if err != nil {
+				return nil, err
+			}
+			return view.As[corev1.ConfigMap](obj)
+		}}
+	return &Engine{Clients: clients, Inventory: inv, Tables: tables.Builtin(), view: v}, nil
 }
+
+// Close stops the engine's watches. A closed engine cannot read.
+func (e *Engine) Close() { e.view.Close() }
+
+// Refresh starts a new run: the next reads list the cluster afresh, as a
+// new process would. The engine's own writes never need it; changes made
+// by others arrive by watch within moments, and are certain to be seen
+// after Refresh. It must not be called while other reads run.
+func (e *Engine) Refresh() { e.view.Reset() }
+
+// Informers says how many informers the engine's view runs: the reads a
+// run costs, whatever its size.
+func (e *Engine) Informers() int { return e.view.Started() }
 
 // Plan renders the stack, compares it with the cluster and runs the
 // plan-time checks; their errors stop apply like any other.
 func (e *Engine) Plan(ctx context.Context, s *spec.Stack, opts plan.Options) (*plan.Plan, error) {
+	e.startRun()
 	objs, err := render.Stack(s)
 	if err != nil {
 		return nil, err
@@ -75,7 +113,7 @@ func (e *Engine) Check(ctx context.Context, s *spec.Stack) diag.Diagnostics {
 	if t == nil {
 		t = tables.Builtin()
 	}
-	facts, err := checks.Gather(ctx, e.Clients.Typed, s)
+	facts, err := checks.Gather(ctx, e.view, s)
 	if err != nil {
 		return checks.Run(s, t, nil, fmt.Sprintf("reading the cluster failed (%v)", err))
 	}
@@ -91,7 +129,17 @@ func CheckOffline(s *spec.Stack, t *tables.Set) diag.Diagnostics {
 
 // PlanDestroy plans removing everything the stack applied.
 func (e *Engine) PlanDestroy(ctx context.Context, stack string) (*plan.Plan, error) {
+	e.startRun()
 	return e.planObjects(ctx, stack, nil, plan.Options{})
+}
+
+// startRun lists the cluster afresh at the next reads, unless the engine
+// is Continuous. Only the stack-wide plans start runs: the provider's
+// per-resource calls run concurrently within one run (Configure starts it).
+func (e *Engine) startRun() {
+	if !e.Continuous {
+		e.view.Reset()
+	}
 }
 
 func (e *Engine) planObjects(ctx context.Context, stack string, objs []objects.Object, opts plan.Options) (*plan.Plan, error) {
@@ -99,7 +147,7 @@ func (e *Engine) planObjects(ctx context.Context, stack string, objs []objects.O
 	if err != nil {
 		return nil, err
 	}
-	p, err := plan.Make(ctx, e.Clients.Dynamic, stack, objs, applied, opts)
+	p, err := plan.Make(ctx, e.view, stack, objs, applied, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +178,7 @@ func (e *Engine) Destroy(ctx context.Context, p *plan.Plan, opts apply.Options) 
 
 // Status diagnoses every workload of the stack, keyed by address.
 func (e *Engine) Status(ctx context.Context, s *spec.Stack) (map[string]status.Status, error) {
-	snap, err := status.Load(ctx, e.Clients.Typed, namespaces(s.Workloads))
+	snap, err := status.Load(ctx, e.view, s.Workloads)
 	if err != nil {
 		return nil, err
 	}
@@ -177,10 +225,13 @@ func (e *WaitError) Error() string {
 	return msg
 }
 
-// Wait polls until every workload reaches what its wait_for asks (pods
+// Wait watches until every workload reaches what its wait_for asks (pods
 // ready or job complete; or, for "scheduled", every replica on a node with
 // its slice), fails beyond waiting (OOMKilled, image pull, crash loop), or
 // its timeout passes. progress, when set, hears each change of status.
+// Workloads are diagnosed again whenever the view sees a change, never by
+// polling lists; concurrent waits (Terraform applies ten resources at once)
+// share the same watches.
 func (e *Engine) Wait(ctx context.Context, workloads []*spec.Workload, progress func(address string, st status.Status)) (map[string]status.Status, error) {
 	deadlines := map[string]time.Time{}
 	start := time.Now()
@@ -191,15 +242,18 @@ func (e *Engine) Wait(ctx context.Context, workloads []*spec.Workload, progress 
 		}
 		deadlines[w.Address] = start.Add(d)
 	}
+	changed, stop := e.view.Subscribe()
+	defer stop()
 	last := map[string]status.Status{}
 	pending := append([]*spec.Workload(nil), workloads...)
 	failed := map[string]status.Status{}
 	for len(pending) > 0 {
-		snap, err := status.Load(ctx, e.Clients.Typed, namespaces(pending))
+		snap, err := status.Load(ctx, e.view, pending)
 		if err != nil {
 			return last, err
 		}
 		var still []*spec.Workload
+		next := time.Time{}
 		for _, w := range pending {
 			st := snap.Diagnose(w)
 			if prev, ok := last[w.Address]; progress != nil && (!ok || prev.Reason != st.Reason || prev.Message != st.Message) {
@@ -212,19 +266,32 @@ func (e *Engine) Wait(ctx context.Context, workloads []*spec.Workload, progress 
 				failed[w.Address] = st
 			default:
 				still = append(still, w)
+				if d := deadlines[w.Address]; next.IsZero() || d.Before(next) {
+					next = d
+				}
 			}
 		}
 		pending = still
 		if len(pending) == 0 {
 			break
 		}
+		timeout := time.NewTimer(time.Until(next) + time.Millisecond)
 		select {
 		case <-ctx.Done():
+			timeout.Stop()
 			for _, w := range pending {
 				failed[w.Address] = last[w.Address]
 			}
 			return last, &WaitError{Pending: failed}
-		case <-time.After(time.Second):
+		case <-changed:
+		case <-timeout.C:
+		}
+		timeout.Stop()
+		// Changes come in bursts (a pod's status, its claim, an event):
+		// take them together.
+		select {
+		case <-ctx.Done():
+		case <-time.After(waitSettle):
 		}
 	}
 	if len(failed) > 0 {
@@ -232,6 +299,9 @@ func (e *Engine) Wait(ctx context.Context, workloads []*spec.Workload, progress 
 	}
 	return last, nil
 }
+
+// waitSettle gathers a burst of changes into one diagnosis.
+const waitSettle = 50 * time.Millisecond
 
 func reached(w *spec.Workload, st status.Status) bool {
 	switch {
@@ -241,12 +311,4 @@ func reached(w *spec.Workload, st status.Status) bool {
 		return st.Scheduled >= w.Replicas && st.Device != ""
 	}
 	return false
-}
-
-func namespaces(ws []*spec.Workload) []string {
-	var out []string
-	for _, w := range ws {
-		out = append(out, w.Namespace)
-	}
-	return out
 }

@@ -25,6 +25,7 @@ func TestInterruptedApplyConverges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(e.Close)
 	ctx := context.Background()
 	extra := ""
 	for _, name := range []string{"a", "b", "c", "d"} {

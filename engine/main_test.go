@@ -89,6 +89,7 @@ func newEngine(t *testing.T) (*engine.Engine, *cluster.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(e.Close)
 	return e, c
 }
 

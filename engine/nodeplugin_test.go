@@ -53,6 +53,7 @@ func TestPlatformInstallsNodePlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(e.Close)
 	ctx := context.Background()
 	client := c.Client()
 	if _, err := c.AddNode(ctx, cluster.NodeSpec{Name: "gpu-node-1", Labels: map[string]string{"nvidia.com/gpu.present": "true"}}); err != nil {

@@ -3,16 +3,20 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/diag"
 	"github.com/gpuslice/gpuslice/engine/internal/checks"
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
 	"github.com/gpuslice/gpuslice/engine/internal/readback"
+	"github.com/gpuslice/gpuslice/engine/internal/view"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/engine/schema"
@@ -47,37 +51,58 @@ func (rc ResourceContext) PackageNames() []string {
 	return out
 }
 
-// LoadResourceContext reads the applied platform settings and packages.
+// LoadResourceContext reads the applied platform settings and packages
+// from the engine's view: every resource of a Terraform run asks, and
+// none of them costs a request.
 func (e *Engine) LoadResourceContext(ctx context.Context) (ResourceContext, error) {
 	var rc ResourceContext
-	managed := contract.LabelManagedBy + "=" + contract.ManagedBy
-	cms, err := e.Clients.Typed.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{
-		LabelSelector: managed, FieldSelector: "metadata.name=" + render.PlatformConfigMap,
-	})
+	configMaps, classes := view.ManagedKind("", "ConfigMap"), view.ManagedKind("resource.k8s.io", "DeviceClass")
+	e.view.Warm(configMaps, classes)
+	cms, err := e.view.ByIndex(ctx, configMaps, "", view.IndexName, render.PlatformConfigMap)
 	if err != nil && !apierrors.IsForbidden(err) {
 		return rc, fmt.Errorf("read the platform settings (ConfigMaps %s): %w", render.PlatformConfigMap, err)
 	}
-	if err == nil && len(cms.Items) > 0 {
-		p, err := render.PlatformOf(&cms.Items[0])
+	if len(cms) > 0 {
+		sort.Slice(cms, func(i, j int) bool { return namespaceOf(cms[i]) < namespaceOf(cms[j]) })
+		cm, err := view.As[corev1.ConfigMap](cms[0])
+		if err != nil {
+			return rc, err
+		}
+		p, err := render.PlatformOf(cm)
 		if err != nil {
 			return rc, err
 		}
 		p.Address = "cluster.gpuslice_platform"
 		rc.Platform = p
 	}
-	classes, err := e.Clients.Typed.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{LabelSelector: managed + "," + contract.LabelPackage})
+	objs, err := e.view.List(ctx, classes)
 	if err != nil {
 		return rc, fmt.Errorf("read the packages (DeviceClasses labelled %s): %w", contract.LabelPackage, err)
 	}
-	for i := range classes.Items {
-		p, err := render.PackageOf(&classes.Items[i])
+	for _, o := range objs {
+		dc, err := view.As[resourcev1.DeviceClass](o)
+		if err != nil {
+			return rc, err
+		}
+		if dc.Labels[contract.LabelPackage] == "" {
+			continue
+		}
+		p, err := render.PackageOf(dc)
 		if err != nil {
 			continue // not a package this gpuslice can read; its own plan says so
 		}
 		p.Address = "cluster.gpuslice_package." + p.Name
 		rc.Packages = append(rc.Packages, p)
 	}
+	sort.Slice(rc.Packages, func(i, j int) bool { return rc.Packages[i].Name < rc.Packages[j].Name })
 	return rc, nil
+}
+
+func namespaceOf(obj any) string {
+	if m, err := meta.Accessor(obj); err == nil {
+		return m.GetNamespace()
+	}
+	return ""
 }
 
 // ResourceAddress is the address a resource instance's objects are
@@ -145,7 +170,7 @@ func (e *Engine) PlanResource(ctx context.Context, r spec.Resource, rc ResourceC
 
 // PlanResourceDestroy plans removing everything one resource applied.
 func (e *Engine) PlanResourceDestroy(ctx context.Context, r spec.Resource) (*plan.Plan, error) {
-	return e.PlanDestroy(ctx, r.StackName())
+	return e.planObjects(ctx, r.StackName(), nil, plan.Options{}) // within the provider's run
 }
 
 // ResourceStatus diagnoses one resource; ok is false for a resource that
@@ -164,7 +189,7 @@ func (e *Engine) ResourceStatus(ctx context.Context, r spec.Resource) (st status
 // supplies what the cluster does not record (a workload's wait_for); it
 // must be of the same type.
 func (e *Engine) ReadResource(ctx context.Context, resourceType, id string, prior spec.Resource) (spec.Resource, error) {
-	c := e.Clients.Typed
+	c := e.view
 	was := &spec.Stack{}
 	if prior != nil {
 		was = spec.StackOf(prior)

@@ -149,9 +149,15 @@ func TestStatusReasonsFromTheCluster(t *testing.T) {
 	}
 
 	// Apply's wait: "scheduled" is reached for the winner; the waiter
-	// times out with its reason.
+	// times out with its reason. It is woken by the view's watches, never
+	// by listing again: no list or get while it waits (at most one new
+	// watch per informer, should the API server end one).
+	before := e.Clients.Requests.Counts()
 	_, err = e.Wait(ctx, s.Workloads[:2], nil)
 	if err == nil || !strings.Contains(err.Error(), waiter+": Pending (WaitingForSlice)") || strings.Contains(err.Error(), winner) {
 		t.Fatalf("wait error = %v, want only %s, waiting for a slice", err, waiter)
+	}
+	if d := e.Clients.Requests.Counts().Sub(before); d.List != 0 || d.Get != 0 || d.Watch > int64(e.Informers()) {
+		t.Errorf("the wait sent %s with %d informers running: it polled instead of watching", d, e.Informers())
 	}
 }

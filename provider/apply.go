@@ -49,6 +49,7 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 	if e == nil {
 		return
 	}
+	defer r.data.logRequests(ctx, "apply "+r.def.Type)
 	planned, err := tfvalue.ToCty(raw)
 	if err != nil {
 		diags.AddError("Cannot read the plan", err.Error())

@@ -96,6 +96,7 @@ func (d *capacityDataSource) Read(ctx context.Context, req datasource.ReadReques
 		resp.Diagnostics.AddError("No cluster", "gpuslice_capacity reads the cluster; configure the provider's cluster connection (config_path, host, … or KUBE_CONFIG_PATH)")
 		return
 	}
+	defer d.data.logRequests(ctx, "read gpuslice_capacity")
 	pkgs, err := d.data.engine.Capacity(ctx)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot read the slices of the packages", err.Error())

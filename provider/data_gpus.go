@@ -76,6 +76,7 @@ func (d *gpusDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 		resp.Diagnostics.AddError("No cluster", "gpuslice_gpus reads the cluster; configure the provider's cluster connection (config_path, host, … or KUBE_CONFIG_PATH)")
 		return
 	}
+	defer d.data.logRequests(ctx, "read gpuslice_gpus")
 	gpus, err := d.data.engine.GPUs(ctx)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot read the cluster's GPUs", err.Error())

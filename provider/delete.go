@@ -20,6 +20,7 @@ func (r *gpusliceResource) Delete(ctx context.Context, req resource.DeleteReques
 	if e == nil {
 		return
 	}
+	defer r.data.logRequests(ctx, "delete "+r.def.Type)
 	current, err := tfvalue.ToCty(req.State.Raw)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot read the state", err.Error())

@@ -26,6 +26,7 @@ func (r *gpusliceResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	if req.Plan.Raw.IsNull() || r.data == nil {
 		return // destroy, or the provider is not configured yet
 	}
+	defer r.data.logRequests(ctx, "plan "+r.def.Type)
 	planned, err := tfvalue.ToCty(req.Plan.Raw)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot read the plan", err.Error())

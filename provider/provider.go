@@ -10,12 +10,16 @@ package provider
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/gpuslice/gpuslice/engine"
 	engineschema "github.com/gpuslice/gpuslice/engine/schema"
@@ -23,6 +27,19 @@ import (
 	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 	"github.com/gpuslice/gpuslice/schemas/tables"
 )
+
+// logRequests writes the API requests this run has sent so far to the
+// debug log (TF_LOG=DEBUG): a plan's reads do not grow with its resources.
+func (d *clusterData) logRequests(ctx context.Context, after string) {
+	if d == nil || d.engine == nil {
+		return
+	}
+	c := d.engine.Clients.Requests.Counts()
+	tflog.Debug(ctx, "gpuslice API requests", map[string]any{
+		"run": d.run, "after": after, "informers": d.engine.Informers(),
+		"list": c.List, "watch": c.Watch, "get": c.Get, "create": c.Create, "update": c.Update, "patch": c.Patch, "delete": c.Delete,
+	})
+}
 
 // Address is the provider's source address.
 const Address = "registry.terraform.io/gpuslice/gpuslice"
@@ -32,9 +49,20 @@ func New(version string) func() provider.Provider {
 	return func() provider.Provider { return &gpusliceProvider{version: version} }
 }
 
-type gpusliceProvider struct{ version string }
+type gpusliceProvider struct {
+	version string
 
-// clusterData is what resources and data sources get from Configure.
+	mu   sync.Mutex
+	runs int
+	// last is the engine of the last Configure. Terraform starts a provider
+	// process per run and configuration, so there is one; an in-process
+	// test server configures the same provider for every command, and each
+	// Configure ends the previous run's watches.
+	last *engine.Engine
+}
+
+// clusterData is what resources and data sources get from Configure: one
+// engine, whose view of the cluster every resource of the run shares.
 type clusterData struct {
 	// engine is nil when the cluster cannot be reached yet: skipped says why
 	// (e.g. its address is known only after apply).
@@ -42,6 +70,8 @@ type clusterData struct {
 	skipped string
 	tables  *tables.Set
 	planned plannedPackages
+	// run names this provider run in the debug log.
+	run string
 }
 
 func (p *gpusliceProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -74,7 +104,14 @@ func (p *gpusliceProvider) Configure(ctx context.Context, req provider.Configure
 		resp.Diagnostics.AddAttributeError(path.Root("table_files"), "Invalid table file", err.Error())
 		return
 	}
-	data := &clusterData{tables: set}
+	p.mu.Lock()
+	p.runs++
+	data := &clusterData{tables: set, run: fmt.Sprintf("%d-%d", os.Getpid(), p.runs)}
+	if p.last != nil {
+		p.last.Close()
+		p.last = nil
+	}
+	p.mu.Unlock()
 	var inventoryNamespace string
 	if !cfg.InventoryNamespace.IsNull() && !cfg.InventoryNamespace.IsUnknown() {
 		inventoryNamespace = cfg.InventoryNamespace.ValueString()
@@ -93,6 +130,9 @@ func (p *gpusliceProvider) Configure(ctx context.Context, req provider.Configure
 		}
 		e.Tables = set
 		data.engine = e
+		p.mu.Lock()
+		p.last = e
+		p.mu.Unlock()
 	}
 	resp.ResourceData = data
 	resp.DataSourceData = data

@@ -20,6 +20,7 @@ func (r *gpusliceResource) Read(ctx context.Context, req resource.ReadRequest, r
 	if r.data == nil || r.data.engine == nil {
 		return // keep the state as it is until there is a cluster to read
 	}
+	defer r.data.logRequests(ctx, "read "+r.def.Type)
 	e := r.data.engine
 	current, err := tfvalue.ToCty(req.State.Raw)
 	if err != nil {

@@ -34,6 +34,7 @@ func newApplyCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer e.Close()
 			p, err := planStack(cmd.Context(), e, c, plan.Options{Adopt: adopt})
 			if err != nil {
 				return err

@@ -27,6 +27,7 @@ func newDestroyCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer e.Close()
 			p, err := e.PlanDestroy(cmd.Context(), c.Stack.Name)
 			if err != nil {
 				return err

@@ -31,6 +31,7 @@ func newPlanCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer e.Close()
 			p, err := planStack(cmd.Context(), e, c, plan.Options{Adopt: adopt})
 			if err != nil {
 				return err

@@ -31,6 +31,11 @@ func newReconcileCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// One engine for every round: its view of the cluster is listed
+			// once and kept current by watches, so a round re-reads nothing;
+			// a change made moments before a round shows in the next one.
+			e.Continuous = true
+			defer e.Close()
 			round := func() error {
 				c, err := f.load(cmd.ErrOrStderr(), dirArg(args))
 				if err != nil {

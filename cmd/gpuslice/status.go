@@ -25,6 +25,7 @@ func newStatusCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer e.Close()
 			statuses, err := e.Status(cmd.Context(), c.Stack)
 			if err != nil {
 				return err

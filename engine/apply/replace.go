@@ -46,7 +46,10 @@ func deleteAndWait(ctx context.Context, client dynamic.Interface, c plan.Change,
 	switch {
 	case err == nil:
 		return nil
-	case ctx.Err() == nil && waitCtx.Err() != nil && last != nil:
+	case ctx.Err() == nil && last != nil && (waitCtx.Err() != nil || timedOut(waitCtx)):
+		// The deadline may have passed before its context says so: a Get
+		// then fails in client-go's rate limiter ("would exceed context
+		// deadline") rather than with the context's error.
 		return wrap(c, stillDeleting(ctx, client, last, timeout))
 	default:
 		return wrap(c, fmt.Errorf("wait for the old object to be deleted: %w", err))
@@ -88,4 +91,10 @@ func terminatingPods(ctx context.Context, client dynamic.Interface, obj *unstruc
 		out = append(out, fmt.Sprintf("%s (node %s)", p.GetName(), node))
 	}
 	return out
+}
+
+// timedOut says whether ctx's deadline has passed.
+func timedOut(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }

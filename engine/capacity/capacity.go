@@ -13,10 +13,9 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/engine/internal/view"
 	"github.com/gpuslice/gpuslice/engine/render"
 )
 
@@ -76,16 +75,23 @@ type Snapshot struct {
 }
 
 // Load reads the driver's ResourceSlices and every ResourceClaim's
-// allocation.
-func Load(ctx context.Context, c kubernetes.Interface) (*Snapshot, error) {
-	slices, err := c.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + contract.DriverName})
+// allocation from the engine's view.
+func Load(ctx context.Context, v *view.View) (*Snapshot, error) {
+	v.Warm(view.ResourceSlices, view.ResourceClaims)
+	objs, err := v.List(ctx, view.ResourceSlices)
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceSlices of %s: %w", contract.DriverName, err)
 	}
+	slices := view.Typed[resourcev1.ResourceSlice](objs)
+	// Published order is not the cache's: keep GPUs and devices stable.
+	sort.Slice(slices, func(i, j int) bool { return slices[i].Name < slices[j].Name })
 	s := &Snapshot{counters: map[string]map[string]resource.Quantity{}}
 	byKey := map[string]*device{}
 	gpus := map[string]*GPU{}
-	for _, sl := range slices.Items {
+	for _, sl := range slices {
+		if sl.Spec.Driver != contract.DriverName {
+			continue // the selector does it on a cluster; not every fake client does
+		}
 		node := ""
 		if sl.Spec.NodeName != nil {
 			node = *sl.Spec.NodeName
@@ -112,11 +118,11 @@ func Load(ctx context.Context, c kubernetes.Interface) (*Snapshot, error) {
 			s.addGPU(gpus, node, dev.gpu, d)
 		}
 	}
-	claims, err := c.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+	claims, err := v.List(ctx, view.ResourceClaims)
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceClaims: %w", err)
 	}
-	for _, claim := range claims.Items {
+	for _, claim := range view.Typed[resourcev1.ResourceClaim](claims) {
 		if claim.Status.Allocation == nil {
 			continue
 		}
@@ -230,14 +236,21 @@ func (s *Snapshot) Package(name, model string, fraction int) Package {
 
 // Packages counts the slices of every package applied to the cluster
 // (gpuslice DeviceClasses), by name.
-func (s *Snapshot) Packages(ctx context.Context, c kubernetes.Interface) ([]Package, error) {
-	classes, err := c.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{LabelSelector: contract.LabelManagedBy + "=" + contract.ManagedBy + "," + contract.LabelPackage})
+func (s *Snapshot) Packages(ctx context.Context, v *view.View) ([]Package, error) {
+	objs, err := v.List(ctx, view.ManagedKind("resource.k8s.io", "DeviceClass"))
 	if err != nil {
 		return nil, fmt.Errorf("list the packages' DeviceClasses: %w", err)
 	}
+	classes, err := view.AllAs[resourcev1.DeviceClass](objs)
+	if err != nil {
+		return nil, err
+	}
 	var out []Package
-	for i := range classes.Items {
-		if p, err := render.PackageOf(&classes.Items[i]); err == nil {
+	for _, dc := range classes {
+		if dc.Labels[contract.LabelPackage] == "" {
+			continue
+		}
+		if p, err := render.PackageOf(dc); err == nil {
 			out = append(out, s.Package(p.Name, p.GPUModel, p.Fraction))
 		}
 	}

@@ -9,12 +9,18 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/capacity"
+	"github.com/gpuslice/gpuslice/engine/internal/view"
+	"github.com/gpuslice/gpuslice/engine/internal/view/viewtest"
 )
+
+func viewOf(t *testing.T, objs ...runtime.Object) *view.View {
+	v, _ := viewtest.New(t, objs...)
+	return v
+}
 
 const model = "Tesla V100-PCIE-32GB"
 
@@ -63,7 +69,7 @@ func claim(name, node, device string) *resourcev1.ResourceClaim {
 func TestFreeHonoursSharedCounters(t *testing.T) {
 	objs := append(gpu("n1"), gpu("n2")...)
 	objs = append(objs, claim("a", "n1", "gpu-0-50pct-1"), claim("b", "n2", "gpu-0-25pct-3"), claim("c", "n2", "gpu-0-25pct-4"))
-	snap, err := capacity.Load(context.Background(), fake.NewClientset(objs...))
+	snap, err := capacity.Load(context.Background(), viewOf(t, objs...))
 	if err != nil {
 		t.Fatal(err)
 	}

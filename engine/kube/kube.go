@@ -1,12 +1,13 @@
 // Package kube connects the engine to a cluster: it loads a kubeconfig the
-// way kubectl does and counts the requests sent, so benchmarks can report
-// API requests per object.
+// way kubectl does, counts the requests sent by verb (benchmarks and the
+// provider's debug log report them per resource) and tells the engine's
+// view of the cluster about every write, so what the engine wrote is what
+// it reads next.
 package kube
 
 import (
 	"fmt"
 	"net/http"
-	"sync/atomic"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -19,35 +20,28 @@ type Clients struct {
 	Dynamic  dynamic.Interface
 	Typed    kubernetes.Interface
 	Requests *Counter
+	writes   *observers
 }
 
-// Counter counts API requests.
-type Counter struct{ n atomic.Int64 }
-
-// Count returns the number of requests so far.
-func (c *Counter) Count() int64 { return c.n.Load() }
-
-type countingTransport struct {
-	next    http.RoundTripper
-	counter *Counter
-}
-
-func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	t.counter.n.Add(1)
-	return t.next.RoundTrip(req)
-}
+// OnWrite calls fn after every successful create, update, patch or delete
+// the clients send, with what the API server answered.
+func (c *Clients) OnWrite(fn func(Write)) { c.writes.add(fn) }
 
 // NewClients builds clients from a REST config; every request they send is
-// counted.
+// counted, every write reported to OnWrite's functions.
 func NewClients(cfg *rest.Config) (*Clients, error) {
 	cfg = rest.CopyConfig(cfg)
-	counter := &Counter{}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt, counter: counter} })
+	counter, writes := &Counter{}, &observers{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return transport{next: rt, counter: counter, writes: writes}
+	})
 	if cfg.QPS == 0 {
 		// client-go's default of 5 requests a second makes a 1000-object
 		// apply take minutes; the API server's own flow control protects it.
 		cfg.QPS, cfg.Burst = 100, 200
 	}
+	// Write responses are read for their resourceVersion: keep them JSON.
+	cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json"
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -56,7 +50,7 @@ func NewClients(cfg *rest.Config) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Clients{Dynamic: dyn, Typed: typed, Requests: counter}, nil
+	return &Clients{Dynamic: dyn, Typed: typed, Requests: counter, writes: writes}, nil
 }
 
 // Load reads a kubeconfig like kubectl: the given path, else $KUBECONFIG,

@@ -2,8 +2,7 @@
 // what apply would do: create, update (field by field), replace (when an
 // immutable field changes), delete or release (objects removed from the
 // configuration, found through the stack's inventory). It reads the cluster
-// with one list per kind (plus one per kind and namespace where objects
-// are missing), never one request per object.
+// through a Reader (the engine's view), never one request per object.
 package plan
 
 import (
@@ -12,10 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/diag"
@@ -91,9 +87,9 @@ type Options struct {
 
 // Make plans desired (rendered objects of stack) against the cluster.
 // applied is the stack's inventory from its last apply.
-func Make(ctx context.Context, client dynamic.Interface, stack string, desired []objects.Object, applied []objects.Ref, opts Options) (*Plan, error) {
+func Make(ctx context.Context, r Reader, stack string, desired []objects.Object, applied []objects.Ref, opts Options) (*Plan, error) {
 	p := &Plan{Stack: stack, Applied: applied}
-	live, err := readLive(ctx, client, stack, desired, applied)
+	live, err := readLive(ctx, r, desired, applied)
 	if err != nil {
 		return nil, err
 	}
@@ -193,90 +189,50 @@ func immutableChange(k objects.Kind, fields []FieldChange) string {
 	return ""
 }
 
+// Reader finds the live object a Ref names; nil when none exists. The
+// engine's view of the cluster is one: it answers from its informers, and
+// asks the API server only for objects gpuslice has not labelled (one in
+// the way), so a steady-state plan sends no request at all.
+type Reader interface {
+	Live(ctx context.Context, ref objects.Ref) (*unstructured.Unstructured, error)
+	// WarmKinds starts reading the kinds at once, before Live asks one by
+	// one.
+	WarmKinds(kinds ...objects.Kind)
+}
+
 // readLive finds the live objects for the desired objects and the
-// inventory. First one list per kind of everything labelled with the stack,
-// across namespaces (namespaces themselves are listed whole: gpuslice only
-// labels them). Only objects not found that way — to be created, or
-// stripped of their labels — need a second look: one list per kind and
-// namespace, which finds any object in the way. In a steady state a plan
-// costs one request per kind.
-func readLive(ctx context.Context, client dynamic.Interface, stack string, desired []objects.Object, applied []objects.Ref) (map[string]*unstructured.Unstructured, error) {
-	type scope struct{ group, kind, namespace string }
+// inventory.
+func readLive(ctx context.Context, r Reader, desired []objects.Object, applied []objects.Ref) (map[string]*unstructured.Unstructured, error) {
 	var wanted []objects.Ref
 	for _, o := range desired {
 		wanted = append(wanted, o.Ref())
 	}
 	wanted = append(wanted, applied...)
-
+	var kinds []objects.Kind
+	seen := map[string]bool{}
+	for _, ref := range wanted {
+		k, err := objects.KindOf(ref.Group, ref.Kind)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[k.GVR.String()] {
+			seen[k.GVR.String()] = true
+			kinds = append(kinds, k)
+		}
+	}
+	r.WarmKinds(kinds...)
 	live := map[string]*unstructured.Unstructured{}
-	kindsDone := map[scope]bool{}
-	for _, r := range wanted {
-		k := scope{group: r.Group, kind: r.Kind}
-		if kindsDone[k] {
+	for _, ref := range wanted {
+		if _, done := live[ref.Key()]; done {
 			continue
 		}
-		kindsDone[k] = true
-		kind, err := objects.KindOf(r.Group, r.Kind)
+		u, err := r.Live(ctx, ref)
 		if err != nil {
 			return nil, err
 		}
-		selector := objects.LabelStack + "=" + stack
-		if kind.Release {
-			selector = "" // shared objects do not carry the stack label
-		}
-		if err := listInto(ctx, client, kind, "", selector, live); err != nil {
-			if !apierrors.IsForbidden(err) || !kind.Namespaced {
-				return nil, err
-			}
-			// Allowed in some namespaces only: the second pass lists them.
-		}
-	}
-	second := map[scope]bool{}
-	for _, r := range wanted {
-		if _, found := live[r.Key()]; !found {
-			second[scope{r.Group, r.Kind, r.Namespace}] = true
-		}
-	}
-	for s := range second {
-		kind, err := objects.KindOf(s.group, s.kind)
-		if err != nil {
-			return nil, err
-		}
-		if !kind.Namespaced && kindsDone[scope{group: s.group, kind: s.kind}] && kind.Release {
-			continue // already listed whole
-		}
-		if err := listInto(ctx, client, kind, s.namespace, "", live); err != nil {
-			return nil, err
+		if u != nil {
+			live[ref.Key()] = u
 		}
 	}
 	return live, nil
-}
-
-// listInto lists a kind (in namespace, or everywhere when empty) and
-// indexes the items by Ref key.
-func listInto(ctx context.Context, client dynamic.Interface, kind objects.Kind, namespace, selector string, live map[string]*unstructured.Unstructured) error {
-	var list *unstructured.UnstructuredList
-	var err error
-	opts := metav1.ListOptions{LabelSelector: selector}
-	if kind.Namespaced && namespace != "" {
-		list, err = client.Resource(kind.GVR).Namespace(namespace).List(ctx, opts)
-	} else {
-		list, err = client.Resource(kind.GVR).List(ctx, opts)
-	}
-	if err != nil {
-		where := namespace
-		if where == "" {
-			where = "the cluster"
-		}
-		return fmt.Errorf("list %s in %s: %w", kind.GVR.Resource, where, err)
-	}
-	for i := range list.Items {
-		u := &list.Items[i]
-		// List items do not always carry their kind; set it from what was
-		// listed so Refs match.
-		u.SetAPIVersion(kind.GVR.GroupVersion().String())
-		u.SetKind(kind.Kind)
-		live[objects.RefOf(u).Key()] = u
-	}
-	return nil
 }

@@ -11,15 +11,14 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
+	"github.com/gpuslice/gpuslice/engine/internal/view"
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
 
-// Snapshot is what the cluster says about the workloads of some
-// namespaces, read with a few lists per namespace.
+// Snapshot is what the cluster says about some workloads: their
+// controllers, pods, the pods' claims and the warnings about them.
 type Snapshot struct {
 	pods        map[string][]corev1.Pod // by namespace
 	claims      map[string]map[string]*resourcev1.ResourceClaim
@@ -29,56 +28,90 @@ type Snapshot struct {
 	jobs        map[string]*batchv1.Job
 }
 
-// Load reads the workloads' pods, claims, events and controllers in each
-// namespace.
-func Load(ctx context.Context, client kubernetes.Interface, namespaces []string) (*Snapshot, error) {
+// Load takes what the workloads' status needs from the engine's view:
+// each one's controller, its pods and their claims, and the warnings of
+// its namespace — no more than the workloads' own objects.
+func Load(ctx context.Context, v *view.View, workloads []*spec.Workload) (*Snapshot, error) {
 	s := &Snapshot{
 		pods: map[string][]corev1.Pod{}, claims: map[string]map[string]*resourcev1.ResourceClaim{}, events: map[string][]corev1.Event{},
 		deployments: map[string]*appsv1.Deployment{}, statefulSet: map[string]*appsv1.StatefulSet{}, jobs: map[string]*batchv1.Job{},
 	}
-	workloadPods := metav1.ListOptions{LabelSelector: objects.LabelWorkload}
-	for _, ns := range dedupe(namespaces) {
-		pods, err := client.CoreV1().Pods(ns).List(ctx, workloadPods)
+	if len(workloads) == 0 {
+		return s, nil
+	}
+	deployments, statefulSets, jobs := view.ManagedKind("apps", "Deployment"), view.ManagedKind("apps", "StatefulSet"), view.ManagedKind("batch", "Job")
+	v.Warm(view.Pods, view.ResourceClaims, deployments, statefulSets, jobs)
+	warned := map[string]bool{}
+	for _, w := range workloads {
+		key := w.Namespace + "/" + w.Name
+		switch w.Kind {
+		case spec.KindDeployment:
+			d, err := get[appsv1.Deployment](ctx, v, deployments, w)
+			if err != nil {
+				return nil, err
+			}
+			if d != nil {
+				s.deployments[key] = d
+			}
+		case spec.KindStatefulSet:
+			st, err := get[appsv1.StatefulSet](ctx, v, statefulSets, w)
+			if err != nil {
+				return nil, err
+			}
+			if st != nil {
+				s.statefulSet[key] = st
+			}
+		case spec.KindJob:
+			j, err := get[batchv1.Job](ctx, v, jobs, w)
+			if err != nil {
+				return nil, err
+			}
+			if j != nil {
+				s.jobs[key] = j
+			}
+		}
+		pods, err := v.ByIndex(ctx, view.Pods, w.Namespace, view.IndexWorkload, key)
 		if err != nil {
-			return nil, fmt.Errorf("list pods in %s: %w", ns, err)
+			return nil, fmt.Errorf("list the pods of %s: %w", key, err)
 		}
-		s.pods[ns] = pods.Items
-		claims, err := client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("list resource claims in %s: %w", ns, err)
+		if s.claims[w.Namespace] == nil {
+			s.claims[w.Namespace] = map[string]*resourcev1.ResourceClaim{}
 		}
-		s.claims[ns] = map[string]*resourcev1.ResourceClaim{}
-		for i := range claims.Items {
-			s.claims[ns][claims.Items[i].Name] = &claims.Items[i]
+		for _, pod := range view.Typed[corev1.Pod](pods) {
+			s.pods[w.Namespace] = append(s.pods[w.Namespace], *pod)
+			for _, cs := range pod.Status.ResourceClaimStatuses {
+				if cs.ResourceClaimName == nil {
+					continue
+				}
+				c, err := v.Get(ctx, view.ResourceClaims, w.Namespace, *cs.ResourceClaimName)
+				if err != nil {
+					return nil, fmt.Errorf("read the claims of %s: %w", key, err)
+				}
+				if c, ok := c.(*resourcev1.ResourceClaim); ok {
+					s.claims[w.Namespace][c.Name] = c
+				}
+			}
 		}
-		events, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("list events in %s: %w", ns, err)
-		}
-		s.events[ns] = events.Items
-		deps, err := client.AppsV1().Deployments(ns).List(ctx, workloadPods)
-		if err != nil {
-			return nil, fmt.Errorf("list deployments in %s: %w", ns, err)
-		}
-		for i := range deps.Items {
-			s.deployments[ns+"/"+deps.Items[i].Name] = &deps.Items[i]
-		}
-		sts, err := client.AppsV1().StatefulSets(ns).List(ctx, workloadPods)
-		if err != nil {
-			return nil, fmt.Errorf("list statefulsets in %s: %w", ns, err)
-		}
-		for i := range sts.Items {
-			s.statefulSet[ns+"/"+sts.Items[i].Name] = &sts.Items[i]
-		}
-		jobs, err := client.BatchV1().Jobs(ns).List(ctx, workloadPods)
-		if err != nil {
-			return nil, fmt.Errorf("list jobs in %s: %w", ns, err)
-		}
-		for i := range jobs.Items {
-			s.jobs[ns+"/"+jobs.Items[i].Name] = &jobs.Items[i]
+		if !warned[w.Namespace] {
+			warned[w.Namespace] = true
+			events, err := v.List(ctx, view.WarningEvents, w.Namespace)
+			if err != nil {
+				return nil, fmt.Errorf("list the warnings in %s: %w", w.Namespace, err)
+			}
+			for _, e := range view.Typed[corev1.Event](events) {
+				s.events[w.Namespace] = append(s.events[w.Namespace], *e)
+			}
 		}
 	}
 	return s, nil
+}
+
+func get[T any](ctx context.Context, v *view.View, res view.Resource, w *spec.Workload) (*T, error) {
+	obj, err := v.Get(ctx, res, w.Namespace, w.Name)
+	if err != nil {
+		return nil, fmt.Errorf("read the %s of %s/%s: %w", res.Kind, w.Namespace, w.Name, err)
+	}
+	return view.As[T](obj)
 }
 
 func (s *Snapshot) podsOf(w *spec.Workload) []corev1.Pod {

@@ -4,14 +4,14 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"sort"
 
-	"github.com/gpuslice/gpuslice/contract"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+
 	"github.com/gpuslice/gpuslice/engine/capacity"
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
+	"github.com/gpuslice/gpuslice/engine/internal/view"
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
@@ -50,14 +50,19 @@ type Usage struct {
 	Resources corev1.ResourceList
 }
 
-// Gather reads the facts the checks need for the stack's workloads.
-func Gather(ctx context.Context, client kubernetes.Interface, s *spec.Stack) (*Facts, error) {
+// Gather reads the facts the checks need for the stack's workloads from
+// the engine's view: the published slices and their allocations, the
+// packages, and the quotas, limit ranges and workload pods of the
+// workloads' namespaces.
+func Gather(ctx context.Context, v *view.View, s *spec.Stack) (*Facts, error) {
 	f := &Facts{ComputeCapability: map[string]string{}, Packages: map[string]Package{}, Quotas: map[string][]Quota{},
 		LimitRanges: map[string]bool{}, Running: map[string]Usage{}}
 	if len(s.Workloads) == 0 {
 		return f, nil
 	}
-	snap, err := capacity.Load(ctx, client)
+	classes := view.ManagedKind("resource.k8s.io", "DeviceClass")
+	v.Warm(view.ResourceSlices, view.ResourceClaims, classes, view.ResourceQuotas, view.LimitRanges, view.Pods)
+	snap, err := capacity.Load(ctx, v)
 	if err != nil {
 		return nil, err
 	}
@@ -66,12 +71,16 @@ func Gather(ctx context.Context, client kubernetes.Interface, s *spec.Stack) (*F
 			f.ComputeCapability[g.Model] = g.ComputeCapability
 		}
 	}
-	classes, err := client.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{LabelSelector: contract.LabelManagedBy + "=" + contract.ManagedBy})
+	objs, err := v.List(ctx, classes)
 	if err != nil {
 		return nil, fmt.Errorf("list DeviceClasses: %w", err)
 	}
-	for i := range classes.Items {
-		if p, err := render.PackageOf(&classes.Items[i]); err == nil {
+	for _, o := range objs {
+		dc, err := view.As[resourcev1.DeviceClass](o)
+		if err != nil {
+			return nil, err
+		}
+		if p, err := render.PackageOf(dc); err == nil {
 			f.Packages[p.Name] = Package{Name: p.Name, GPUModel: p.GPUModel, Fraction: p.Fraction, MemoryBytes: p.MemoryBytes}
 		}
 	}
@@ -83,56 +92,38 @@ func Gather(ctx context.Context, client kubernetes.Interface, s *spec.Stack) (*F
 			f.FreeSlices[p.Name] = snap.Package(p.Name, p.GPUModel, p.Fraction).Free
 		}
 	}
-	namespaces := map[string]bool{}
+	var namespaces []string
 	for _, w := range s.Workloads {
-		namespaces[w.Namespace] = true
+		namespaces = append(namespaces, w.Namespace)
 	}
-	// One cluster-wide list per kind keeps plan's requests flat however many
-	// namespaces the stack has; without the right to list cluster-wide, one
-	// list per namespace.
-	if len(namespaces) > 1 {
-		err := f.read(ctx, client, metav1.NamespaceAll, namespaces)
-		if err == nil || !apierrors.IsForbidden(err) {
-			return f, err
-		}
-	}
-	for ns := range namespaces {
-		if err := f.read(ctx, client, ns, namespaces); err != nil {
-			return nil, err
-		}
-	}
-	return f, nil
+	return f, f.read(ctx, v, namespaces)
 }
 
-// read lists the quotas, limit ranges and workload pods of namespace ns
-// ("" for all) and keeps those of the wanted namespaces.
-func (f *Facts) read(ctx context.Context, client kubernetes.Interface, ns string, wanted map[string]bool) error {
-	where := "in " + ns
-	if ns == metav1.NamespaceAll {
-		where = "in all namespaces"
-	}
-	quotas, err := client.CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{})
+// read takes the quotas, limit ranges and workload pods of the namespaces.
+func (f *Facts) read(ctx context.Context, v *view.View, namespaces []string) error {
+	quotas, err := v.List(ctx, view.ResourceQuotas, namespaces...)
 	if err != nil {
-		return fmt.Errorf("list ResourceQuotas %s: %w", where, err)
+		return fmt.Errorf("list ResourceQuotas: %w", err)
 	}
-	for _, q := range quotas.Items {
-		if wanted[q.Namespace] {
-			f.Quotas[q.Namespace] = append(f.Quotas[q.Namespace], Quota{Name: q.Name, Hard: q.Spec.Hard, Used: q.Status.Used})
-		}
+	for _, q := range view.Typed[corev1.ResourceQuota](quotas) {
+		f.Quotas[q.Namespace] = append(f.Quotas[q.Namespace], Quota{Name: q.Name, Hard: q.Spec.Hard, Used: q.Status.Used})
 	}
-	limits, err := client.CoreV1().LimitRanges(ns).List(ctx, metav1.ListOptions{})
+	for _, qs := range f.Quotas {
+		sort.Slice(qs, func(i, j int) bool { return qs[i].Name < qs[j].Name })
+	}
+	limits, err := v.List(ctx, view.LimitRanges, namespaces...)
 	if err != nil {
-		return fmt.Errorf("list LimitRanges %s: %w", where, err)
+		return fmt.Errorf("list LimitRanges: %w", err)
 	}
-	for _, l := range limits.Items {
+	for _, l := range view.Typed[corev1.LimitRange](limits) {
 		f.LimitRanges[l.Namespace] = true
 	}
-	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: objects.LabelWorkload})
+	pods, err := v.List(ctx, view.Pods, namespaces...)
 	if err != nil {
-		return fmt.Errorf("list pods %s: %w", where, err)
+		return fmt.Errorf("list pods: %w", err)
 	}
-	for _, pod := range pods.Items {
-		if !wanted[pod.Namespace] || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+	for _, pod := range view.Typed[corev1.Pod](pods) {
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue // quota no longer counts finished pods
 		}
 		key := pod.Namespace + "/" + pod.Labels[objects.LabelWorkload]

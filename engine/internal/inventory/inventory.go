@@ -34,17 +34,31 @@ func Name(stack string) string { return "gpuslice-inventory-" + stack }
 type Store struct {
 	Client    kubernetes.Interface
 	Namespace string
+	// Reader, when set, answers Load instead of a GET (the engine's view,
+	// which shows every Save at once).
+	Reader func(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
+}
+
+func (s Store) get(ctx context.Context, stack string) (*corev1.ConfigMap, error) {
+	if s.Reader != nil {
+		return s.Reader(ctx, s.Namespace, Name(stack))
+	}
+	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, Name(stack), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return cm, err
 }
 
 // Load returns the refs recorded for stack; none when the stack was never
 // applied.
 func (s Store) Load(ctx context.Context, stack string) ([]objects.Ref, error) {
-	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, Name(stack), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
+	cm, err := s.get(ctx, stack)
 	if err != nil {
 		return nil, fmt.Errorf("read inventory %s/%s: %w", s.Namespace, Name(stack), err)
+	}
+	if cm == nil {
+		return nil, nil
 	}
 	var refs []objects.Ref
 	for _, line := range strings.Split(cm.Data[dataKey], "\n") {

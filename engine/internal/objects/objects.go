@@ -120,6 +120,9 @@ var kinds = []Kind{
 		Immutable: [][]string{{"spec", "template"}, {"spec", "completions"}, {"spec", "selector"}}},
 }
 
+// Kinds returns every kind gpuslice renders.
+func Kinds() []Kind { return append([]Kind(nil), kinds...) }
+
 // KindOf returns how gpuslice handles a group/kind.
 func KindOf(group, kind string) (Kind, error) {
 	for _, k := range kinds {

@@ -11,14 +11,14 @@ import (
 	"fmt"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/engine/internal/view"
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
@@ -28,12 +28,18 @@ func managed(labels map[string]string) bool {
 	return labels[contract.LabelManagedBy] == contract.ManagedBy
 }
 
-// notFound turns a 404 into (nil, nil): the resource is gone.
-func notFound(err error, what string) error {
-	if apierrors.IsNotFound(err) {
-		return nil
+// get reads the object of a kind gpuslice renders from the engine's view,
+// as type T; nil when there is none.
+func get[T any](ctx context.Context, v *view.View, group, kind, ns, name string) (*T, error) {
+	obj, err := v.Get(ctx, view.ManagedKind(group, kind), ns, name)
+	if err != nil {
+		what := kind + " " + name
+		if ns != "" {
+			what = kind + " " + ns + "/" + name
+		}
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
-	return fmt.Errorf("read %s: %w", what, err)
+	return view.As[T](obj)
 }
 
 // quantity returns live, or prior when both name the same amount ("4096Mi"
@@ -48,10 +54,11 @@ func quantity(live resource.Quantity, prior string) string {
 // Platform reads the gpuslice_platform whose namespace is ns; nil when it
 // is not applied. prior, when known, says whether the configuration lists
 // the node plugin's tolerations or leaves them to the chart's default.
-func Platform(ctx context.Context, c kubernetes.Interface, ns string, prior *spec.Platform) (*spec.Platform, error) {
-	cm, err := c.CoreV1().ConfigMaps(ns).Get(ctx, render.PlatformConfigMap, metav1.GetOptions{})
-	if err != nil {
-		return nil, notFound(err, "platform settings "+ns+"/"+render.PlatformConfigMap)
+func Platform(ctx context.Context, v *view.View, ns string, prior *spec.Platform) (*spec.Platform, error) {
+	v.Warm(view.ManagedKind("", "ConfigMap"), view.ManagedKind("apps", "DaemonSet"))
+	cm, err := get[corev1.ConfigMap](ctx, v, "", "ConfigMap", ns, render.PlatformConfigMap)
+	if cm == nil || err != nil {
+		return nil, err
 	}
 	if !managed(cm.Labels) {
 		return nil, nil
@@ -60,12 +67,11 @@ func Platform(ctx context.Context, c kubernetes.Interface, ns string, prior *spe
 	if err != nil {
 		return nil, err
 	}
-	ds, err := c.AppsV1().DaemonSets(ns).Get(ctx, render.NodePluginDaemonSet, metav1.GetOptions{})
+	ds, err := get[appsv1.DaemonSet](ctx, v, "apps", "DaemonSet", ns, render.NodePluginDaemonSet)
 	switch {
-	case apierrors.IsNotFound(err):
 	case err != nil:
-		return nil, fmt.Errorf("read the node plugin's DaemonSet %s/%s: %w", ns, render.NodePluginDaemonSet, err)
-	case managed(ds.Labels):
+		return nil, err
+	case ds != nil && managed(ds.Labels):
 		if p.NodePlugin, err = render.NodePluginOf(ds); err != nil {
 			return nil, err
 		}
@@ -81,10 +87,10 @@ func Platform(ctx context.Context, c kubernetes.Interface, ns string, prior *spe
 
 // Package reads the gpuslice_package named name from its DeviceClass; nil
 // when it is not applied.
-func Package(ctx context.Context, c kubernetes.Interface, name string) (*spec.Package, error) {
-	dc, err := c.ResourceV1().DeviceClasses().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, notFound(err, "DeviceClass "+name)
+func Package(ctx context.Context, v *view.View, name string) (*spec.Package, error) {
+	dc, err := get[resourcev1.DeviceClass](ctx, v, "resource.k8s.io", "DeviceClass", "", name)
+	if dc == nil || err != nil {
+		return nil, err
 	}
 	if !managed(dc.Labels) || dc.Labels[contract.LabelPackage] == "" {
 		return nil, nil
@@ -104,10 +110,11 @@ const deviceQuotaSuffix = ".deviceclass.resource.k8s.io/devices"
 // Quota reads the gpuslice_quota of namespace ns from its ResourceQuota;
 // nil when it is not applied. Slices of 0 are read back only where prior
 // lists them: every package the quota does not grant is 0.
-func Quota(ctx context.Context, c kubernetes.Interface, ns string, prior *spec.Quota) (*spec.Quota, error) {
-	rq, err := c.CoreV1().ResourceQuotas(ns).Get(ctx, render.QuotaName, metav1.GetOptions{})
-	if err != nil {
-		return nil, notFound(err, "ResourceQuota "+ns+"/"+render.QuotaName)
+func Quota(ctx context.Context, v *view.View, ns string, prior *spec.Quota) (*spec.Quota, error) {
+	v.Warm(view.ManagedKind("", "ResourceQuota"), view.ManagedKind("rbac.authorization.k8s.io", "RoleBinding"))
+	rq, err := get[corev1.ResourceQuota](ctx, v, "", "ResourceQuota", ns, render.QuotaName)
+	if rq == nil || err != nil {
+		return nil, err
 	}
 	if !managed(rq.Labels) {
 		return nil, nil
@@ -145,12 +152,11 @@ func Quota(ctx context.Context, c kubernetes.Interface, ns string, prior *spec.Q
 		n := v.Value()
 		q.MaxClaims = &n
 	}
-	rb, err := c.RbacV1().RoleBindings(ns).Get(ctx, render.TenantRole, metav1.GetOptions{})
+	rb, err := get[rbacv1.RoleBinding](ctx, v, "rbac.authorization.k8s.io", "RoleBinding", ns, render.TenantRole)
 	if err != nil {
-		if err := notFound(err, "RoleBinding "+ns+"/"+render.TenantRole); err != nil {
-			return nil, err
-		}
-	} else if managed(rb.Labels) {
+		return nil, err
+	}
+	if rb != nil && managed(rb.Labels) {
 		for _, s := range rb.Subjects {
 			switch s.Kind {
 			case rbacv1.UserKind:

@@ -8,11 +8,11 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 
 	"github.com/gpuslice/gpuslice/engine/internal/readback"
+	"github.com/gpuslice/gpuslice/engine/internal/view"
+	"github.com/gpuslice/gpuslice/engine/internal/view/viewtest"
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
@@ -63,25 +63,19 @@ func fullWorkload(kind string) *spec.Workload {
 	}
 }
 
-// cluster is a fake clientset holding what the stack renders.
-func cluster(t *testing.T, s *spec.Stack) *fake.Clientset {
+// cluster is a view of a fake cluster holding what the stack renders.
+func cluster(t *testing.T, s *spec.Stack) *view.View {
 	t.Helper()
 	objs, err := render.Stack(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var typed []runtime.Object
+	var us []runtime.Object
 	for _, o := range objs {
-		obj, err := scheme.Scheme.New(o.Obj.GroupVersionKind())
-		if err != nil {
-			t.Fatalf("%s: %v", o.Obj.GroupVersionKind(), err)
-		}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Obj.Object, obj); err != nil {
-			t.Fatal(err)
-		}
-		typed = append(typed, obj)
+		us = append(us, o.Obj)
 	}
-	return fake.NewClientset(typed...)
+	v, _ := viewtest.New(t, us...)
+	return v
 }
 
 func TestReadBackEveryField(t *testing.T) {

@@ -2,15 +2,17 @@ package readback
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"sort"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
+	"github.com/gpuslice/gpuslice/engine/internal/view"
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
@@ -19,7 +21,9 @@ import (
 // StatefulSet or Job, volume, Service and preload Job; nil when it is not
 // applied. wait_for and timeout, which only apply uses, and the model
 // block come from prior (else their defaults).
-func Workload(ctx context.Context, c kubernetes.Interface, ns, name string, prior *spec.Workload) (*spec.Workload, error) {
+func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Workload) (*spec.Workload, error) {
+	v.Warm(view.ManagedKind("apps", "Deployment"), view.ManagedKind("apps", "StatefulSet"), view.ManagedKind("batch", "Job"),
+		view.ManagedKind("", "PersistentVolumeClaim"), view.ManagedKind("", "Service"))
 	if prior == nil {
 		prior = &spec.Workload{WaitFor: spec.WaitReady, Timeout: "10m"}
 	}
@@ -32,27 +36,33 @@ func Workload(ctx context.Context, c kubernetes.Interface, ns, name string, prio
 	var template corev1.PodTemplateSpec
 	var claimTemplates []corev1.PersistentVolumeClaim
 	found := false
-	if d, err := c.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); err == nil && managed(d.Labels) {
+	d, err := get[appsv1.Deployment](ctx, v, "apps", "Deployment", ns, name)
+	if err != nil {
+		return nil, err
+	}
+	if d != nil && managed(d.Labels) {
 		w.Kind, template, found = spec.KindDeployment, d.Spec.Template, true
 		w.Replicas = deref(d.Spec.Replicas, 1)
-	} else if err != nil && notFound(err, "") != nil {
-		return nil, notFound(err, "Deployment "+ns+"/"+name)
 	}
 	if !found {
-		if s, err := c.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{}); err == nil && managed(s.Labels) {
+		s, err := get[appsv1.StatefulSet](ctx, v, "apps", "StatefulSet", ns, name)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil && managed(s.Labels) {
 			w.Kind, template, found = spec.KindStatefulSet, s.Spec.Template, true
 			w.Replicas = deref(s.Spec.Replicas, 1)
 			claimTemplates = s.Spec.VolumeClaimTemplates
-		} else if err != nil && notFound(err, "") != nil {
-			return nil, notFound(err, "StatefulSet "+ns+"/"+name)
 		}
 	}
 	if !found {
-		if j, err := c.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{}); err == nil && managed(j.Labels) {
+		j, err := get[batchv1.Job](ctx, v, "batch", "Job", ns, name)
+		if err != nil {
+			return nil, err
+		}
+		if j != nil && managed(j.Labels) {
 			w.Kind, template, found = spec.KindJob, j.Spec.Template, true
 			w.Replicas = deref(j.Spec.Parallelism, 1)
-		} else if err != nil && notFound(err, "") != nil {
-			return nil, notFound(err, "Job "+ns+"/"+name)
 		}
 	}
 	if !found || len(template.Spec.Containers) == 0 {
@@ -74,13 +84,13 @@ func Workload(ctx context.Context, c kubernetes.Interface, ns, name string, prio
 	container := template.Spec.Containers[0]
 	w.Container = readContainer(container, &prior.Container)
 
-	if err := readVolume(ctx, c, w, container, claimTemplates, prior.ModelVolume); err != nil {
+	if err := readVolume(ctx, v, w, container, claimTemplates, prior.ModelVolume); err != nil {
 		return nil, err
 	}
-	if err := readService(ctx, c, w, prior.Expose); err != nil {
+	if err := readService(ctx, v, w, prior.Expose); err != nil {
 		return nil, err
 	}
-	if err := readPreload(ctx, c, w); err != nil {
+	if err := readPreload(ctx, v, w); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -144,7 +154,7 @@ func readProbe(p *corev1.Probe) *spec.Probe {
 	return out
 }
 
-func readVolume(ctx context.Context, c kubernetes.Interface, w *spec.Workload, k corev1.Container, claimTemplates []corev1.PersistentVolumeClaim, prior *spec.ModelVolume) error {
+func readVolume(ctx context.Context, v *view.View, w *spec.Workload, k corev1.Container, claimTemplates []corev1.PersistentVolumeClaim, prior *spec.ModelVolume) error {
 	if len(k.VolumeMounts) == 0 {
 		return nil
 	}
@@ -156,9 +166,9 @@ func readVolume(ctx context.Context, c kubernetes.Interface, w *spec.Workload, k
 			}
 		}
 	} else {
-		pvc, err := c.CoreV1().PersistentVolumeClaims(w.Namespace).Get(ctx, render.VolumeName(w), metav1.GetOptions{})
-		if err != nil {
-			return notFound(err, "PersistentVolumeClaim "+w.Namespace+"/"+render.VolumeName(w))
+		pvc, err := get[corev1.PersistentVolumeClaim](ctx, v, "", "PersistentVolumeClaim", w.Namespace, render.VolumeName(w))
+		if pvc == nil || err != nil {
+			return err
 		}
 		pvcSpec = &pvc.Spec
 	}
@@ -185,10 +195,10 @@ func readVolume(ctx context.Context, c kubernetes.Interface, w *spec.Workload, k
 	return nil
 }
 
-func readService(ctx context.Context, c kubernetes.Interface, w *spec.Workload, prior *spec.Expose) error {
-	svc, err := c.CoreV1().Services(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
-	if err != nil {
-		return notFound(err, "Service "+w.Namespace+"/"+w.Name)
+func readService(ctx context.Context, v *view.View, w *spec.Workload, prior *spec.Expose) error {
+	svc, err := get[corev1.Service](ctx, v, "", "Service", w.Namespace, w.Name)
+	if svc == nil || err != nil {
+		return err
 	}
 	if !managed(svc.Labels) || len(svc.Spec.Ports) == 0 {
 		return nil
@@ -205,15 +215,19 @@ func readService(ctx context.Context, c kubernetes.Interface, w *spec.Workload, 
 
 var pulling = regexp.MustCompile(`(?m)^echo pulling (\S+)$`)
 
-func readPreload(ctx context.Context, c kubernetes.Interface, w *spec.Workload) error {
-	jobs, err := c.BatchV1().Jobs(w.Namespace).List(ctx, metav1.ListOptions{LabelSelector: render.LabelPreloadFor + "=" + w.Name})
+func readPreload(ctx context.Context, v *view.View, w *spec.Workload) error {
+	objs, err := v.ByIndex(ctx, view.ManagedKind("batch", "Job"), w.Namespace, view.IndexPreloadFor, w.Namespace+"/"+w.Name)
 	if err != nil {
-		return notFound(err, "preload Jobs of "+w.Namespace+"/"+w.Name)
+		return fmt.Errorf("read the preload Jobs of %s/%s: %w", w.Namespace, w.Name, err)
 	}
-	sort.Slice(jobs.Items, func(i, j int) bool {
-		return jobs.Items[i].CreationTimestamp.After(jobs.Items[j].CreationTimestamp.Time)
+	jobs, err := view.AllAs[batchv1.Job](objs)
+	if err != nil {
+		return err
+	}
+	sort.Slice(jobs, func(i, j int) bool {
+		return jobs[i].CreationTimestamp.After(jobs[j].CreationTimestamp.Time)
 	})
-	for _, j := range jobs.Items {
+	for _, j := range jobs {
 		if !managed(j.Labels) || len(j.Spec.Template.Spec.Containers) == 0 {
 			continue
 		}

@@ -1,0 +1,317 @@
+package tfspeed
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/gpuslice/gpuslice/internal/cluster"
+	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+)
+
+type tools struct {
+	tofu, gpuslice, tfrc string
+}
+
+// prepare installs the provider with `make install` into a mirror of its
+// own, as a user would, and builds the CLI.
+func prepare(b *testing.B) tools {
+	b.Helper()
+	clustertest.RequireTools(b)
+	tofu, err := cluster.ToolPath(cluster.FindBinDir(), cluster.Tofu)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	t := tools{tofu: tofu, gpuslice: filepath.Join(dir, "gpuslice"), tfrc: filepath.Join(dir, "gpuslice.tfrc")}
+	install := exec.Command("make", "-s", "install", "MIRROR="+filepath.Join(dir, "mirror"), "TFRC="+t.tfrc)
+	install.Dir = "../.."
+	if out, err := install.CombinedOutput(); err != nil {
+		b.Fatalf("make install: %v\n%s", err, out)
+	}
+	build := exec.Command("go", "build", "-o", t.gpuslice, "./cmd/gpuslice")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build the CLI: %v\n%s", err, out)
+	}
+	return t
+}
+
+// run runs a command in dir, returning how long it took; exit codes other
+// than those allowed fail the benchmark with the output.
+func run(b *testing.B, dir string, env []string, allowed []int, name string, args ...string) time.Duration {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		b.Fatal(err)
+	}
+	for _, a := range allowed {
+		if a == code {
+			return took
+		}
+	}
+	b.Fatalf("%s %s: exit %d\n%s", filepath.Base(name), strings.Join(args, " "), code, tail(string(out), 60))
+	return 0
+}
+
+func tail(s string, lines int) string {
+	parts := strings.Split(s, "\n")
+	if len(parts) > lines {
+		parts = parts[len(parts)-lines:]
+	}
+	return strings.Join(parts, "\n")
+}
+
+func (t tools) tofuEnv(logFile string) []string {
+	return []string{"TF_CLI_CONFIG_FILE=" + t.tfrc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1",
+		// The provider's debug log carries its request counts; the SDK's
+		// own debug lines are left out.
+		"TF_LOG_PROVIDER=DEBUG", "TF_LOG_SDK=OFF", "TF_LOG_SDK_FRAMEWORK=OFF", "TF_LOG_SDK_PROTO=OFF", "TF_LOG_PATH=" + logFile,
+		// Nothing may be downloaded.
+		"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9"}
+}
+
+func measureTofu(b *testing.B, t tools, r *row) {
+	c := startCluster(b)
+	defer c.Stop()
+	dir := b.TempDir()
+	logFile := filepath.Join(dir, "tofu.log")
+	env := t.tofuEnv(logFile)
+	if err := configuration(dir, "tf", c.KubeconfigPath, r.workloads, "4096"); err != nil {
+		b.Fatal(err)
+	}
+	tofu := func(allowed []int, args ...string) time.Duration {
+		return run(b, dir, env, allowed, t.tofu, append(args, "-input=false", "-no-color")...)
+	}
+	tofu([]int{0}, "init")
+	before := serverCounts(b, c)
+	r.tofuCreate = tofu([]int{0}, "apply", "-auto-approve")
+	r.createServer = serverCounts(b, c).sub(before)
+
+	mark := logSize(logFile)
+	before = serverCounts(b, c)
+	r.tofuPlan = tofu([]int{0}, "plan", "-detailed-exitcode")
+	r.planServer = serverCounts(b, c).sub(before).readsOnly()
+	r.planProvider = providerCounts(b, logFile, mark)
+
+	r.tofuPlanNoRefresh = tofu([]int{0}, "plan", "-refresh=false", "-detailed-exitcode")
+
+	if err := configuration(dir, "tf", c.KubeconfigPath, r.workloads, "16384"); err != nil {
+		b.Fatal(err)
+	}
+	before = serverCounts(b, c)
+	r.tofuUpdate = tofu([]int{0}, "apply", "-auto-approve")
+	r.updateServer = serverCounts(b, c).sub(before)
+	tofu([]int{0}, "plan", "-detailed-exitcode") // and nothing is left to change
+}
+
+func measureCLI(b *testing.B, t tools, r *row) {
+	c := startCluster(b)
+	defer c.Stop()
+	dir := filepath.Join(b.TempDir(), "cli")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := configuration(dir, "cli", c.KubeconfigPath, r.workloads, "4096"); err != nil {
+		b.Fatal(err)
+	}
+	cli := func(allowed []int, args ...string) time.Duration {
+		return run(b, dir, nil, allowed, t.gpuslice, append(args, "--kubeconfig", c.KubeconfigPath)...)
+	}
+	r.cliCreate = cli([]int{0}, "apply", "-auto-approve")
+	before := serverCounts(b, c)
+	r.cliPlan = cli([]int{0}, "plan", "-detailed-exitcode")
+	r.cliPlanServer = serverCounts(b, c).sub(before).readsOnly()
+	if err := configuration(dir, "cli", c.KubeconfigPath, r.workloads, "16384"); err != nil {
+		b.Fatal(err)
+	}
+	r.cliUpdate = cli([]int{0}, "apply", "-auto-approve")
+}
+
+func measureFloor(b *testing.B, t tools, r *row) {
+	dir := b.TempDir()
+	if err := floor(dir, r.resources); err != nil {
+		b.Fatal(err)
+	}
+	env := []string{"TF_CLI_CONFIG_FILE=" + t.tfrc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1"}
+	tofu := func(args ...string) time.Duration {
+		return run(b, dir, env, []int{0}, t.tofu, append(args, "-input=false", "-no-color")...)
+	}
+	tofu("init")
+	r.floorCreate = tofu("apply", "-auto-approve")
+	r.floorPlan = tofu("plan", "-detailed-exitcode")
+}
+
+func startCluster(b *testing.B) *cluster.Cluster {
+	b.Helper()
+	c, err := cluster.Start(context.Background(), cluster.Options{})
+	if err != nil {
+		b.Fatalf("start control plane: %v", err)
+	}
+	return c
+}
+
+// counts are API requests by verb.
+type counts struct{ list, watch, get, create, update, patch, delete int64 }
+
+func (c counts) reads() int64 { return c.list + c.watch + c.get }
+func (c counts) total() int64 { return c.reads() + c.create + c.update + c.patch + c.delete }
+func (c counts) readsOnly() counts {
+	return counts{list: c.list, watch: c.watch, get: c.get}
+}
+func (c counts) sub(o counts) counts {
+	return counts{c.list - o.list, c.watch - o.watch, c.get - o.get, c.create - o.create, c.update - o.update, c.patch - o.patch, c.delete - o.delete}
+}
+func (c counts) String() string {
+	return fmt.Sprintf("list %d, watch %d, get %d", c.list, c.watch, c.get)
+}
+
+func (c *counts) add(verb string, n int64) {
+	switch strings.ToLower(verb) {
+	case "list":
+		c.list += n
+	case "watch":
+		c.watch += n
+	case "get":
+		c.get += n
+	case "create", "post":
+		c.create += n
+	case "update", "put":
+		c.update += n
+	case "patch", "apply":
+		c.patch += n
+	case "delete":
+		c.delete += n
+	}
+}
+
+// gpusliceKinds are the resources gpuslice reads and writes.
+var gpusliceKinds = map[string]bool{
+	"namespaces": true, "configmaps": true, "deviceclasses": true, "validatingadmissionpolicies": true, "validatingadmissionpolicybindings": true,
+	"clusterroles": true, "resourcequotas": true, "rolebindings": true, "resourceclaimtemplates": true, "persistentvolumeclaims": true,
+	"services": true, "deployments": true, "statefulsets": true, "jobs": true, "pods": true, "resourceclaims": true,
+	"resourceslices": true, "limitranges": true, "events": true,
+}
+
+// serverCounts reads apiserver_request_total for gpuslice's kinds. A watch
+// is counted when it ends: the provider's end with its process.
+func serverCounts(b *testing.B, c *cluster.Cluster) counts {
+	b.Helper()
+	time.Sleep(time.Second) // let ended watches be counted
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(c.CAData)
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	req, _ := http.NewRequest(http.MethodGet, c.Host+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Fatalf("read the API server's metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		b.Fatalf("parse the API server's metrics: %v", err)
+	}
+	var out counts
+	fam := families["apiserver_request_total"]
+	if fam == nil {
+		b.Fatal("the API server reports no apiserver_request_total")
+	}
+	for _, m := range fam.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if gpusliceKinds[labels["resource"]] {
+			out.add(labels["verb"], int64(m.GetCounter().GetValue()))
+		}
+	}
+	return out
+}
+
+func logSize(path string) int64 {
+	if info, err := os.Stat(path); err == nil {
+		return info.Size()
+	}
+	return 0
+}
+
+var (
+	requestsLine = regexp.MustCompile(`gpuslice API requests`)
+	runField     = regexp.MustCompile(`\brun=(\S+)`)
+	verbField    = regexp.MustCompile(`\b(list|watch|get|create|update|patch|delete)=(\d+)`)
+)
+
+// providerCounts sums, over the provider runs logged after offset, the
+// last counts each logged (they are cumulative per run).
+func providerCounts(b *testing.B, path string, offset int64) counts {
+	b.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatalf("the provider's debug log: %v", err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, 0); err != nil {
+		b.Fatal(err)
+	}
+	last := map[string]counts{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !requestsLine.MatchString(line) {
+			continue
+		}
+		run := runField.FindStringSubmatch(line)
+		if run == nil {
+			continue
+		}
+		var c counts
+		for _, m := range verbField.FindAllStringSubmatch(line, -1) {
+			n, _ := strconv.ParseInt(m[2], 10, 64)
+			c.add(m[1], n)
+		}
+		if c.total() >= last[run[1]].total() {
+			last[run[1]] = c
+		}
+	}
+	if len(last) == 0 {
+		b.Fatalf("no request counts in the provider's debug log %s", path)
+	}
+	var sum counts
+	for _, c := range last {
+		sum = sum.add2(c)
+	}
+	return sum
+}
+
+func (c counts) add2(o counts) counts {
+	return counts{c.list + o.list, c.watch + o.watch, c.get + o.get, c.create + o.create, c.update + o.update, c.patch + o.patch, c.delete + o.delete}
+}

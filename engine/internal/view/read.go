@@ -1,0 +1,227 @@
+package view
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/gpuslice/gpuslice/engine/internal/objects"
+)
+
+// part is one informer and the namespaces to take from it (all when none).
+type part struct {
+	e          *entry
+	namespaces []string
+}
+
+// covering returns the informers that hold res in namespaces (everywhere
+// when none): one cluster-wide, else — without the right to read it
+// cluster-wide, or for a PerNamespace resource — one per namespace.
+func (v *View) covering(ctx context.Context, res Resource, namespaces []string) ([]part, error) {
+	if res.Namespaced && res.PerNamespace {
+		if len(namespaces) == 0 {
+			return nil, fmt.Errorf("read %s: no namespace named; this is a bug in gpuslice", res)
+		}
+		return v.perNamespace(ctx, res, namespaces)
+	}
+	e, err := v.entry(ctx, res, "")
+	switch {
+	case err == nil:
+		return []part{{e: e, namespaces: namespaces}}, nil
+	case apierrors.IsForbidden(err) && res.Namespaced && len(namespaces) > 0:
+		return v.perNamespace(ctx, res, namespaces)
+	}
+	return nil, err
+}
+
+func (v *View) perNamespace(ctx context.Context, res Resource, namespaces []string) ([]part, error) {
+	var out []part
+	for _, ns := range dedupe(namespaces) {
+		e, err := v.entry(ctx, res, ns)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, part{e: e})
+	}
+	return out, nil
+}
+
+// List returns the objects of res in namespaces (everywhere when none):
+// typed resources as their client-go type, the others unstructured. They
+// are the cache's own: never modify them.
+func (v *View) List(ctx context.Context, res Resource, namespaces ...string) ([]any, error) {
+	parts, err := v.covering(ctx, res, namespaces)
+	if err != nil {
+		return nil, err
+	}
+	var out []any
+	for _, p := range parts {
+		idx := p.e.informer.GetIndexer()
+		if len(p.namespaces) == 0 {
+			out = append(out, idx.List()...)
+			continue
+		}
+		for _, ns := range dedupe(p.namespaces) {
+			objs, err := idx.ByIndex(IndexNamespace, ns)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, objs...)
+		}
+	}
+	return out, nil
+}
+
+// ByIndex returns the objects of res in namespace whose index has value.
+func (v *View) ByIndex(ctx context.Context, res Resource, namespace, index, value string) ([]any, error) {
+	var namespaces []string
+	if namespace != "" {
+		namespaces = []string{namespace}
+	}
+	parts, err := v.covering(ctx, res, namespaces)
+	if err != nil {
+		return nil, err
+	}
+	var out []any
+	for _, p := range parts {
+		objs, err := p.e.informer.GetIndexer().ByIndex(index, value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+// Get returns the object of res named name in namespace; nil when the view
+// has none (then none exists within res's selectors).
+func (v *View) Get(ctx context.Context, res Resource, namespace, name string) (any, error) {
+	var namespaces []string
+	if namespace != "" {
+		namespaces = []string{namespace}
+	}
+	parts, err := v.covering(ctx, res, namespaces)
+	if err != nil {
+		return nil, err
+	}
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	for _, p := range parts {
+		obj, exists, err := p.e.informer.GetIndexer().GetByKey(key)
+		if err != nil {
+			return nil, err
+		}
+		if exists {
+			return obj, nil
+		}
+	}
+	return nil, nil
+}
+
+// Fetch reads one object from the API server, bypassing the view: for an
+// object outside every informer's selectors. nil when it does not exist.
+func (v *View) Fetch(ctx context.Context, res Resource, namespace, name string) (*unstructured.Unstructured, error) {
+	var u *unstructured.Unstructured
+	var err error
+	if res.Namespaced {
+		u, err = v.client.Resource(res.GVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	} else {
+		u, err = v.client.Resource(res.GVR).Get(ctx, name, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	u.SetGroupVersionKind(res.GVR.GroupVersion().WithKind(res.Kind))
+	return u, nil
+}
+
+// Live returns the live object ref names, a copy plan may keep: from the
+// view, or — when gpuslice's labels are not on it — from the API server,
+// so an object in the way is still found. nil when none exists.
+func (v *View) Live(ctx context.Context, ref objects.Ref) (*unstructured.Unstructured, error) {
+	kind, err := objects.KindOf(ref.Group, ref.Kind)
+	if err != nil {
+		return nil, err
+	}
+	res := Managed(kind)
+	obj, err := v.Get(ctx, res, ref.Namespace, ref.Name)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", ref, err)
+	}
+	if obj != nil {
+		return obj.(*unstructured.Unstructured).DeepCopy(), nil
+	}
+	if kind.Release {
+		return nil, nil // the view holds every one of them
+	}
+	u, err := v.Fetch(ctx, res, ref.Namespace, ref.Name)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", ref, err)
+	}
+	return u, nil
+}
+
+// Typed returns the objects of a typed resource as their type.
+func Typed[T any](objs []any) []*T {
+	out := make([]*T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(*T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// As converts an object of a Managed resource (unstructured) to its
+// client-go type; nil for nil.
+func As[T any](obj any) (*T, error) {
+	if obj == nil {
+		return nil, nil
+	}
+	if t, ok := obj.(*T); ok {
+		return t, nil
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("%T is not unstructured; this is a bug in gpuslice", obj)
+	}
+	t := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, t); err != nil {
+		return nil, fmt.Errorf("read %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+	}
+	return t, nil
+}
+
+// AllAs converts objects of a Managed resource (see As).
+func AllAs[T any](objs []any) ([]*T, error) {
+	out := make([]*T, 0, len(objs))
+	for _, o := range objs {
+		t, err := As[T](o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func dedupe(xs []string) []string {
+	seen := map[string]bool{}
+	out := make([]string, 0, len(xs))
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
