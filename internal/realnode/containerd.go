@@ -2,10 +2,14 @@ package realnode
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"text/template"
+
+	"github.com/gpuslice/gpuslice/internal/proc"
 )
 
 // containerdConfig is the node's containerd configuration (format version
@@ -104,4 +108,41 @@ func writeContainerdConfig(path string, v containerdValues, mirrors map[string]s
 		}
 	}
 	return nil
+}
+
+func (n *Node) startContainerd(ctx context.Context) error {
+	l := n.l
+	if err := writeContainerdConfig(l.containerdConfig(), containerdValues{
+		Root: l.containerdRoot(), State: l.containerdState(), Temp: l.path("run", "tmp"), Socket: l.containerdSocket(),
+		Opt: l.path("containerd", "opt"), PauseImage: n.opts.PauseImage, RegistryHosts: l.registryHosts(),
+		CDIDir: CDIDir, Runc: filepath.Join(n.opts.BinDir, "runc"), RuncRoot: l.path("run", "runc"),
+		CNIBin: filepath.Join(n.opts.BinDir, "cni"), CNIConf: l.cniConf(),
+	}, n.opts.Mirrors); err != nil {
+		return fmt.Errorf("write containerd configuration: %w", err)
+	}
+	launch := launch{
+		CgroupProcs: n.daemon, NewMountNS: true, Binds: l.shadows(),
+		Argv: []string{filepath.Join(n.opts.BinDir, "containerd"), "--config", l.containerdConfig()},
+	}
+	cmd, err := launch.command()
+	if err != nil {
+		return err
+	}
+	// containerd finds containerd-shim-runc-v2 on PATH.
+	cmd.Env = append(cmd.Env, "PATH="+n.opts.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	p, err := proc.Start("containerd", cmd, l.logs())
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.containerd = p
+	n.mu.Unlock()
+	return waitFor(ctx, p, "containerd to listen on "+l.containerdSocket(), func(context.Context) (bool, error) {
+		c, err := net.Dial("unix", l.containerdSocket())
+		if err != nil {
+			return false, nil
+		}
+		c.Close()
+		return true, nil
+	})
 }

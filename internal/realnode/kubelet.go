@@ -1,9 +1,15 @@
 package realnode
 
 import (
+	"context"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpuslice/gpuslice/internal/proc"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
@@ -61,4 +67,61 @@ func writeKubeletConfig(path string, cfg *kubeletv1beta1.KubeletConfiguration) e
 		return err
 	}
 	return os.WriteFile(path, data, 0o644)
+}
+
+func (n *Node) writeKubelet() error {
+	cfg := kubeletConfig(n.l, n.rec.Slot, "/"+n.rec.CgroupRel, v1Mounts(n.ms))
+	return writeKubeletConfig(n.l.kubeletConfig(), cfg)
+}
+
+func (n *Node) kubeletCommand() (*proc.Process, error) {
+	l := n.l
+	args := []string{filepath.Join(n.opts.BinDir, "kubelet"),
+		"--config=" + l.kubeletConfig(),
+		"--kubeconfig=" + n.opts.Kubeconfig,
+		"--root-dir=" + KubeletDir,
+		"--cert-dir=" + l.kubeletCerts(),
+		"--hostname-override=" + n.Name,
+		"--node-ip=" + n.IP,
+		"--v=2",
+	}
+	// What NVIDIA's GPU feature discovery labels a GPU node with: the node
+	// plugin's DaemonSet selects it.
+	kv := []string{"nvidia.com/gpu.present=true"}
+	for k, v := range n.opts.Labels {
+		kv = append(kv, k+"="+v)
+	}
+	args = append(args, "--node-labels="+strings.Join(kv, ","))
+	n.mu.Lock()
+	containerd := n.containerd.PID()
+	n.mu.Unlock()
+	// kubelet's mounts (volumes, its root made shared) must be where
+	// containerd and runc see them: containerd's namespace.
+	cmd, err := launch{CgroupProcs: n.daemon, JoinMountNS: containerd, Argv: args}.command()
+	if err != nil {
+		return nil, err
+	}
+	return proc.Start("kubelet", cmd, l.logs())
+}
+
+func (n *Node) startKubelet(ctx context.Context) error {
+	p, err := n.kubeletCommand()
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.kubelet = p
+	n.mu.Unlock()
+	return waitFor(ctx, p, "node "+n.Name+" to be Ready", func(ctx context.Context) (bool, error) {
+		node, err := n.opts.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
 }

@@ -19,16 +19,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpuslice/gpuslice/internal/proc"
@@ -241,100 +237,6 @@ func (n *Node) start(ctx context.Context) error {
 	return nil
 }
 
-func (n *Node) startContainerd(ctx context.Context) error {
-	l := n.l
-	if err := writeContainerdConfig(l.containerdConfig(), containerdValues{
-		Root: l.containerdRoot(), State: l.containerdState(), Temp: l.path("run", "tmp"), Socket: l.containerdSocket(),
-		Opt: l.path("containerd", "opt"), PauseImage: n.opts.PauseImage, RegistryHosts: l.registryHosts(),
-		CDIDir: CDIDir, Runc: filepath.Join(n.opts.BinDir, "runc"), RuncRoot: l.path("run", "runc"),
-		CNIBin: filepath.Join(n.opts.BinDir, "cni"), CNIConf: l.cniConf(),
-	}, n.opts.Mirrors); err != nil {
-		return fmt.Errorf("write containerd configuration: %w", err)
-	}
-	launch := launch{
-		CgroupProcs: n.daemon, NewMountNS: true, Binds: l.shadows(),
-		Argv: []string{filepath.Join(n.opts.BinDir, "containerd"), "--config", l.containerdConfig()},
-	}
-	cmd, err := launch.command()
-	if err != nil {
-		return err
-	}
-	// containerd finds containerd-shim-runc-v2 on PATH.
-	cmd.Env = append(cmd.Env, "PATH="+n.opts.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	p, err := proc.Start("containerd", cmd, l.logs())
-	if err != nil {
-		return err
-	}
-	n.mu.Lock()
-	n.containerd = p
-	n.mu.Unlock()
-	return waitFor(ctx, p, "containerd to listen on "+l.containerdSocket(), func(context.Context) (bool, error) {
-		c, err := net.Dial("unix", l.containerdSocket())
-		if err != nil {
-			return false, nil
-		}
-		c.Close()
-		return true, nil
-	})
-}
-
-func (n *Node) writeKubelet() error {
-	cfg := kubeletConfig(n.l, n.rec.Slot, "/"+n.rec.CgroupRel, v1Mounts(n.ms))
-	return writeKubeletConfig(n.l.kubeletConfig(), cfg)
-}
-
-func (n *Node) kubeletCommand() (*proc.Process, error) {
-	l := n.l
-	args := []string{filepath.Join(n.opts.BinDir, "kubelet"),
-		"--config=" + l.kubeletConfig(),
-		"--kubeconfig=" + n.opts.Kubeconfig,
-		"--root-dir=" + KubeletDir,
-		"--cert-dir=" + l.kubeletCerts(),
-		"--hostname-override=" + n.Name,
-		"--node-ip=" + n.IP,
-		"--v=2",
-	}
-	// What NVIDIA's GPU feature discovery labels a GPU node with: the node
-	// plugin's DaemonSet selects it.
-	kv := []string{"nvidia.com/gpu.present=true"}
-	for k, v := range n.opts.Labels {
-		kv = append(kv, k+"="+v)
-	}
-	args = append(args, "--node-labels="+strings.Join(kv, ","))
-	n.mu.Lock()
-	containerd := n.containerd.PID()
-	n.mu.Unlock()
-	// kubelet's mounts (volumes, its root made shared) must be where
-	// containerd and runc see them: containerd's namespace.
-	cmd, err := launch{CgroupProcs: n.daemon, JoinMountNS: containerd, Argv: args}.command()
-	if err != nil {
-		return nil, err
-	}
-	return proc.Start("kubelet", cmd, l.logs())
-}
-
-func (n *Node) startKubelet(ctx context.Context) error {
-	p, err := n.kubeletCommand()
-	if err != nil {
-		return err
-	}
-	n.mu.Lock()
-	n.kubelet = p
-	n.mu.Unlock()
-	return waitFor(ctx, p, "node "+n.Name+" to be Ready", func(ctx context.Context) (bool, error) {
-		node, err := n.opts.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, nil
-			}
-		}
-		return false, nil
-	})
-}
-
 // clearDir empties a node's directory, keeping containerd's root (its
 // images) when asked.
 func clearDir(dir string, keepImages bool) error {
@@ -380,120 +282,6 @@ func waitFor(ctx context.Context, p *proc.Process, what string, done func(contex
 		case <-tick.C:
 		}
 	}
-}
-
-// Stop stops the node's daemons and containers, removes its cgroups,
-// bridge and Node object, and gives its slot back. Its directory stays.
-// It is safe to call more than once.
-func (n *Node) Stop() error {
-	n.stopOnce.Do(func() {
-		var errs []error
-		n.mu.Lock()
-		n.stopping = true
-		kubelet, plugin, containerd := n.kubelet, n.plugin, n.containerd
-		n.mu.Unlock()
-		// The order of a node shutting down: kubelet first, so it does not
-		// restart what is being stopped.
-		for _, p := range []*proc.Process{kubelet, plugin, containerd} {
-			if p != nil {
-				p.Stop(10 * time.Second)
-			}
-		}
-		if err := cleanUp(n.rec); err != nil {
-			errs = append(errs, err)
-		}
-		if n.opts.Client != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err := n.opts.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
-			cancel()
-			if err != nil && !apierrors.IsNotFound(err) && !isUnreachable(err) {
-				errs = append(errs, fmt.Errorf("delete node %s: %w", n.Name, err))
-			}
-		}
-		if err := releaseSlot(n.rec.Slot); err != nil {
-			errs = append(errs, err)
-		}
-		if n.reaper != nil {
-			if err := n.reaper.dismiss(); err != nil {
-				errs = append(errs, fmt.Errorf("node reaper: %w", err))
-			}
-		}
-		n.stopErr = errors.Join(errs...)
-	})
-	return n.stopErr
-}
-
-// isUnreachable: a control plane stopped before its nodes has nothing to
-// delete any more.
-func isUnreachable(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// Failed receives why the node stopped working: a daemon that exited
-// without Stop, RestartKubelet, KillNodePlugin or Reboot asking it to.
-func (n *Node) Failed() <-chan error {
-	ch := make(chan error, 1)
-	go func() {
-		for {
-			n.mu.Lock()
-			procs := []*proc.Process{n.containerd, n.kubelet}
-			if !n.pluginKilled {
-				procs = append(procs, n.plugin)
-			}
-			stopping, busy := n.stopping, n.busy
-			n.mu.Unlock()
-			if stopping {
-				ch <- nil
-				return
-			}
-			for _, p := range procs {
-				if p != nil && !p.Running() && busy == 0 {
-					ch <- p.ExitError()
-					return
-				}
-			}
-			time.Sleep(time.Second)
-		}
-	}()
-	return ch
-}
-
-// operation marks a deliberate restart for Failed until done is called.
-func (n *Node) operation() (done func()) {
-	n.mu.Lock()
-	n.busy++
-	n.mu.Unlock()
-	return func() {
-		n.mu.Lock()
-		n.busy--
-		n.mu.Unlock()
-	}
-}
-
-// PIDs lists the node's running daemons, for checks that nothing is left.
-func (n *Node) PIDs() []int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	var pids []int
-	for _, p := range []*proc.Process{n.containerd, n.kubelet, n.plugin} {
-		if p != nil && p.Running() {
-			pids = append(pids, p.PID())
-		}
-	}
-	return pids
-}
-
-// LogTails returns the last lines of each daemon's log.
-func (n *Node) LogTails(lines int) string {
-	var b strings.Builder
-	for _, name := range []string{"containerd", "kubelet", "gpuslice-nodeplugin"} {
-		path := filepath.Join(n.l.logs(), name+".log")
-		if _, err := os.Stat(path); err == nil {
-			fmt.Fprintf(&b, "--- last %d lines of %s on %s (%s) ---\n%s\n", lines, name, n.Name, path, proc.TailFile(path, lines))
-		}
-	}
-	return b.String()
 }
 
 // Slot is the node's slot on this machine (its bridge is gpuslice<slot>).
