@@ -121,6 +121,9 @@ func measureTofu(b *testing.B, t tools, r *row) {
 	r.planProvider = providerCounts(b, logFile, mark)
 
 	r.tofuPlanNoRefresh = tofu([]int{0}, "plan", "-refresh=false", "-detailed-exitcode")
+	profilePlan(b, env, strconv.Itoa(r.workloads), func(env []string, allowed []int, args ...string) {
+		run(b, dir, env, allowed, t.tofu, append(args, "-input=false", "-no-color")...)
+	})
 
 	if err := configuration(dir, "tf", c.KubeconfigPath, r.workloads, "16384"); err != nil {
 		b.Fatal(err)

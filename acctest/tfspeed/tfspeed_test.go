@@ -9,7 +9,9 @@
 //
 //	go test -run '^$' -bench TerraformSpeed -benchtime 1x -timeout 2h ./acctest/tfspeed/
 //
-// GPUSLICE_BENCH_SIZES=50,200 picks the sizes (default 50,200,1000).
+// GPUSLICE_BENCH_SIZES=50,200 picks the sizes (default 50,200,1000);
+// GPUSLICE_BENCH_CPUPROFILE=FILE writes the provider's CPU profile of a
+// no-change plan of each size to FILE.<N> (see profilePlan).
 package tfspeed
 
 import (

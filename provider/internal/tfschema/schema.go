@@ -5,9 +5,11 @@
 package tfschema
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/helpers/validatordiag"
 	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -63,12 +65,12 @@ func convertBlock(b engineschema.Block) (map[string]schema.Attribute, map[string
 func singleBlock(b engineschema.Block) schema.SingleNestedBlock {
 	inner := b
 	inner.Attributes = nil
-	var needed []path.Expression
+	var needed []string
 	for _, a := range b.Attributes {
 		if a.Required {
 			a.Required = false
 			a.Description += " Required in this block."
-			needed = append(needed, path.MatchRelative().AtName(a.Name))
+			needed = append(needed, a.Name)
 		}
 		inner.Attributes = append(inner.Attributes, a)
 	}
@@ -80,9 +82,47 @@ func singleBlock(b engineschema.Block) schema.SingleNestedBlock {
 		desc += " Required."
 	}
 	if len(needed) > 0 {
-		validators = append(validators, objectvalidator.AlsoRequires(needed...))
+		validators = append(validators, alsoRequires(needed))
 	}
 	return schema.SingleNestedBlock{Description: desc, MarkdownDescription: desc, Attributes: nested, Blocks: nestedBlocks, Validators: validators}
+}
+
+// alsoRequires is objectvalidator.AlsoRequires of the block's own
+// attributes, with the same diagnostics, read from the block's value
+// itself: AlsoRequires resolves each path by walking the whole
+// configuration, schema lookups at every step, which was a tenth of the
+// provider's CPU in a plan of 200 workloads.
+type alsoRequires []string
+
+func (a alsoRequires) Description(ctx context.Context) string { return a.MarkdownDescription(ctx) }
+
+func (a alsoRequires) MarkdownDescription(context.Context) string {
+	var exprs path.Expressions
+	for _, name := range a {
+		exprs = append(exprs, path.MatchRelative().AtName(name))
+	}
+	return fmt.Sprintf("Ensure that if an attribute is set, also these are set: %q", exprs)
+}
+
+func (a alsoRequires) ValidateObject(_ context.Context, req validator.ObjectRequest, resp *validator.ObjectResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	attrs := req.ConfigValue.Attributes()
+	for _, name := range a {
+		v, ok := attrs[name]
+		if !ok {
+			continue
+		}
+		if v.IsUnknown() {
+			return // checked once every value is known
+		}
+		if v.IsNull() {
+			p := req.Path.AtName(name)
+			resp.Diagnostics.Append(validatordiag.InvalidAttributeCombinationDiagnostic(req.Path,
+				fmt.Sprintf("Attribute %q must be specified when %q is specified", p, req.Path)))
+		}
+	}
 }
 
 // flags are the Required/Optional/Computed combination of an attribute:
