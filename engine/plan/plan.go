@@ -55,6 +55,17 @@ type Plan struct {
 	// Diagnostics are problems found while planning (e.g. an object in the
 	// way that gpuslice does not own).
 	Diagnostics diag.Diagnostics `json:"-"`
+
+	// InventoryVersion is the version of the inventory the plan was made
+	// against ("" when the stack had none): apply records its own only if
+	// the inventory is still at it. Last is who wrote that inventory.
+	InventoryVersion string `json:"-"`
+	Last             Writer `json:"-"`
+	// Gone are inventory objects that did not exist when planning: apply
+	// drops them from the inventory unless they appeared meanwhile.
+	Gone []objects.Ref `json:"-"`
+	// Options are those the plan was made with, to plan again alike.
+	Options Options `json:"-"`
 }
 
 // HasChanges reports whether applying would change anything.
@@ -88,7 +99,7 @@ type Options struct {
 // Make plans desired (rendered objects of stack) against the cluster.
 // applied is the stack's inventory from its last apply.
 func Make(ctx context.Context, r Reader, stack string, desired []objects.Object, applied []objects.Ref, opts Options) (*Plan, error) {
-	p := &Plan{Stack: stack, Applied: applied}
+	p := &Plan{Stack: stack, Applied: applied, Options: opts}
 	live, err := readLive(ctx, r, desired, applied)
 	if err != nil {
 		return nil, err
@@ -129,17 +140,14 @@ func Make(ctx context.Context, r Reader, stack string, desired []objects.Object,
 		}
 		l, exists := live[ref.Key()]
 		if !exists {
-			continue // already gone; the next inventory drops it
+			p.Gone = append(p.Gone, ref) // already gone; the next inventory drops it
+			continue
 		}
-		kind, err := objects.KindOf(ref.Group, ref.Kind)
+		c, err := Prune(ref, l)
 		if err != nil {
 			return nil, fmt.Errorf("inventory of stack %s: %w", stack, err)
 		}
-		action := Delete
-		if kind.Release {
-			action = Release
-		}
-		p.Changes = append(p.Changes, Change{Action: action, Ref: ref, Address: l.GetAnnotations()[objects.AnnotationAddress], Live: l})
+		p.Changes = append(p.Changes, c)
 	}
 	sort.SliceStable(p.Changes, func(i, j int) bool {
 		if p.Changes[i].Address != p.Changes[j].Address {
@@ -148,6 +156,21 @@ func Make(ctx context.Context, r Reader, stack string, desired []objects.Object,
 		return p.Changes[i].Ref.Key() < p.Changes[j].Ref.Key()
 	})
 	return p, nil
+}
+
+// Prune is the change that removes live, an object of the stack the
+// configuration no longer has: delete it, or release it when gpuslice
+// only adds to it (namespaces).
+func Prune(ref objects.Ref, live *unstructured.Unstructured) (Change, error) {
+	kind, err := objects.KindOf(ref.Group, ref.Kind)
+	if err != nil {
+		return Change{}, err
+	}
+	action := Delete
+	if kind.Release {
+		action = Release
+	}
+	return Change{Action: action, Ref: ref, Address: live.GetAnnotations()[objects.AnnotationAddress], Live: live}, nil
 }
 
 // ownership refuses to take over an object that is not the stack's:
