@@ -74,16 +74,25 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 	if len(spec.StackOf(target).Packages) == 0 {
 		rc = r.data.planned.extend(rc)
 	}
+	unlock, err := lockResource(ctx, e, target, "apply")
+	if err != nil {
+		diags.AddError("Error acquiring the state lock", err.Error())
+		return
+	}
 	p, err := e.PlanResource(ctx, target, rc, r.data.tables.GPUModels, plan.Options{})
 	if err != nil {
+		unlock()
 		diags.AddError("Cannot plan against the cluster", err.Error())
 		return
 	}
 	tfvalue.AddDiagnostics(diags, p.Diagnostics)
 	if p.Diagnostics.HasErrors() {
+		unlock()
 		return
 	}
-	if err := e.Apply(ctx, p, apply.Options{}); err != nil {
+	err = e.Apply(ctx, p, apply.Options{Writer: plan.Writer{Who: "terraform (" + target.Addr() + ")"}})
+	unlock()
+	if err != nil {
 		diags.AddError("Apply failed", err.Error())
 		return
 	}

@@ -39,6 +39,12 @@ func (r *gpusliceResource) Delete(ctx context.Context, req resource.DeleteReques
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
+	unlock, err := lockResource(ctx, e, target, "destroy")
+	if err != nil {
+		resp.Diagnostics.AddError("Error acquiring the state lock", err.Error())
+		return
+	}
+	defer unlock()
 	p, err := e.PlanResourceDestroy(ctx, target)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot plan the destroy", err.Error())
