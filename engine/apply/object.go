@@ -108,6 +108,19 @@ func appliersAmong(managers []string, live *unstructured.Unstructured) []string 
 
 func pruneOne(ctx context.Context, client dynamic.Interface, c plan.Change) error {
 	res, kind := resourceFor(client, c.Ref)
+	if c.Action == plan.Release && c.Reason == plan.KeptVolume {
+		// Its spec cannot change: only leave the stack, saying for whom
+		// it is kept.
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+			"labels":      map[string]any{objects.LabelStack: nil},
+			"annotations": map[string]any{objects.AnnotationKeptFor: c.Address},
+		}})
+		_, err := res.Patch(ctx, c.Ref.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: objects.FieldManager})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return wrap(c, err)
+	}
 	if c.Action == plan.Release {
 		// Applying nothing as gpuslice removes exactly the fields gpuslice
 		// set, and leaves the object to its other owners.

@@ -166,12 +166,20 @@ func Prune(ref objects.Ref, live *unstructured.Unstructured) (Change, error) {
 	if err != nil {
 		return Change{}, err
 	}
-	action := Delete
+	action, reason := Delete, ""
 	if kind.Release {
 		action = Release
 	}
-	return Change{Action: action, Ref: ref, Address: live.GetAnnotations()[objects.AnnotationAddress], Live: live}, nil
+	// A model volume outlives its workload (its models took hours to
+	// download) unless the configuration said to delete it.
+	if ref.Group == "" && ref.Kind == "PersistentVolumeClaim" && live.GetAnnotations()[objects.AnnotationOnDestroy] != "delete" {
+		action, reason = Release, KeptVolume
+	}
+	return Change{Action: action, Ref: ref, Address: live.GetAnnotations()[objects.AnnotationAddress], Live: live, Reason: reason}, nil
 }
+
+// KeptVolume is the reason a model volume is released, not deleted.
+const KeptVolume = "model volume kept with its models for the workload's next creation; model_volume.delete_on_destroy = true deletes it"
 
 // ownership refuses to take over an object that is not the stack's:
 // another stack's, or one gpuslice never created (unless adopting).
@@ -186,6 +194,8 @@ func ownership(stack string, o objects.Object, live *unstructured.Unstructured, 
 	switch {
 	case owner == stack:
 		return nil
+	case owner == "" && live.GetAnnotations()[objects.AnnotationKeptFor] == o.Address:
+		return nil // a model volume kept when its workload went: take it back
 	case labels[contract.LabelManagedBy] == contract.ManagedBy && owner != "":
 		d := diag.Errorf(o.Address, "", "Object owned by another stack",
 			"%s already exists and belongs to gpuslice stack %q; rename this resource, or remove it from that stack first", ref, owner)
