@@ -90,7 +90,9 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 		unlock()
 		return
 	}
-	err = e.Apply(ctx, p, apply.Options{Writer: plan.Writer{Who: "terraform (" + target.Addr() + ")"}})
+	wctx, cancel := writeContext(ctx)
+	err = e.Apply(wctx, p, apply.Options{Stop: ctx, Writer: plan.Writer{Who: "terraform (" + target.Addr() + ")"}})
+	cancel()
 	unlock()
 	if err != nil {
 		diags.AddError("Apply failed", err.Error())

@@ -11,6 +11,18 @@ import (
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
 
+// writeContext is the context the engine's writes use. Terraform cancels
+// ctx on Ctrl-C; passed as apply.Options.Stop, that stops the apply from
+// starting writes, while the writes in flight finish (within the
+// operation's timeout) and the inventory records what was done.
+func writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	w := context.WithoutCancel(ctx)
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(w, d)
+	}
+	return context.WithCancel(w)
+}
+
 // lockResource takes the state lock of the resource's stack, the lock
 // `gpuslice apply` takes, for one Create, Update or Delete: two writers of
 // one resource (two workspaces, or the CLI) never interleave. It fails at
