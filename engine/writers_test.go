@@ -207,6 +207,7 @@ func TestStoppedApplyRecordsWhatItDid(t *testing.T) {
 	e, c := newEngine(t)
 	ctx := context.Background()
 	s := cheapStack("stopped", "stopped", "w", 30, "4096")
+	destroyStack(t, e, "stopped") // left by an earlier run (-count)
 	p := mustPlan(t, e, s)
 	stop, cancel := context.WithCancelCause(ctx)
 	var applied atomic.Int32
@@ -230,4 +231,15 @@ func TestStoppedApplyRecordsWhatItDid(t *testing.T) {
 	}
 	mustApply(t, e, s)
 	stackState(t, e, c, s, true)
+}
+
+func destroyStack(t *testing.T, e *engine.Engine, stack string) {
+	t.Helper()
+	p, err := e.PlanDestroy(context.Background(), stack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Destroy(context.Background(), p, apply.Options{}); err != nil {
+		t.Fatal(err)
+	}
 }
