@@ -89,6 +89,12 @@ func Differences(p, fresh *Plan) []string {
 		a, inOld := was[k]
 		b, inNew := now[k]
 		switch {
+		case !inNew && (a.Action == Delete || a.Action == Release):
+			// Planned to go, and gone: the plan's end state.
+		case inOld && inNew && a.Action == Replace && b.Action == Create:
+			// The old object finished being deleted (a replacement's
+			// foreground deletion, the garbage collector): creating it is
+			// what the replacement would have done.
 		case !inNew:
 			out = append(out, fmt.Sprintf("%s: planned to %s, now nothing to do (it is gone)", a.Ref, a.Action))
 		case !inOld:
