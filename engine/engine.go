@@ -143,14 +143,15 @@ func (e *Engine) startRun() {
 }
 
 func (e *Engine) planObjects(ctx context.Context, stack string, objs []objects.Object, opts plan.Options) (*plan.Plan, error) {
-	applied, err := e.Inventory.Load(ctx, stack)
+	rec, err := e.Inventory.Read(ctx, stack)
 	if err != nil {
 		return nil, err
 	}
-	p, err := plan.Make(ctx, e.view, stack, objs, applied, opts)
+	p, err := plan.Make(ctx, e.view, stack, objs, rec.Refs, opts)
 	if err != nil {
 		return nil, err
 	}
+	p.InventoryVersion, p.Last = rec.Version, rec.Last
 	if err := e.guardNodePluginRemoval(ctx, p); err != nil {
 		return nil, err
 	}
@@ -162,18 +163,26 @@ func (e *Engine) Apply(ctx context.Context, p *plan.Plan, opts apply.Options) er
 	if p.Diagnostics.HasErrors() {
 		return fmt.Errorf("the plan has errors; fix them first: %w", p.Diagnostics.Err())
 	}
-	return apply.Run(ctx, e.Clients.Dynamic, e.Inventory, p, opts)
+	return apply.Run(ctx, e.Clients.Dynamic, e.Inventory, p, e.withReader(opts))
 }
 
-// Destroy applies a destroy plan and removes the stack's inventory.
+// Destroy applies a destroy plan and removes the stack's inventory,
+// unless another writer recorded objects in it meanwhile.
 func (e *Engine) Destroy(ctx context.Context, p *plan.Plan, opts apply.Options) error {
 	if p.Diagnostics.HasErrors() {
 		return fmt.Errorf("the destroy plan has errors; fix them first: %w", p.Diagnostics.Err())
 	}
-	if err := apply.Run(ctx, e.Clients.Dynamic, e.Inventory, p, opts); err != nil {
+	if err := apply.Run(ctx, e.Clients.Dynamic, e.Inventory, p, e.withReader(opts)); err != nil {
 		return err
 	}
-	return e.Inventory.Delete(ctx, p.Stack)
+	rec, err := e.Inventory.Read(ctx, p.Stack)
+	if err != nil {
+		return err
+	}
+	if len(rec.Refs) > 0 {
+		return fmt.Errorf("stack %s: another writer recorded %d objects in the inventory during this destroy; run destroy again to remove them", p.Stack, len(rec.Refs))
+	}
+	return e.Inventory.Delete(ctx, p.Stack, rec.Version)
 }
 
 // Status diagnoses every workload of the stack, keyed by address.
@@ -311,4 +320,12 @@ func reached(w *spec.Workload, st status.Status) bool {
 		return st.Scheduled >= w.Replicas && st.Device != ""
 	}
 	return false
+}
+
+// withReader lets apply's stale-plan check plan again from the view.
+func (e *Engine) withReader(opts apply.Options) apply.Options {
+	if opts.Reader == nil {
+		opts.Reader = e.view
+	}
+	return opts
 }

@@ -74,16 +74,27 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 	if len(spec.StackOf(target).Packages) == 0 {
 		rc = r.data.planned.extend(rc)
 	}
+	unlock, err := lockResource(ctx, e, target, "apply")
+	if err != nil {
+		diags.AddError("Error acquiring the state lock", err.Error())
+		return
+	}
 	p, err := e.PlanResource(ctx, target, rc, r.data.tables.GPUModels, plan.Options{})
 	if err != nil {
+		unlock()
 		diags.AddError("Cannot plan against the cluster", err.Error())
 		return
 	}
 	tfvalue.AddDiagnostics(diags, p.Diagnostics)
 	if p.Diagnostics.HasErrors() {
+		unlock()
 		return
 	}
-	if err := e.Apply(ctx, p, apply.Options{}); err != nil {
+	wctx, cancel := writeContext(ctx)
+	err = e.Apply(wctx, p, apply.Options{Stop: ctx, Writer: plan.Writer{Who: "terraform (" + target.Addr() + ")"}})
+	cancel()
+	unlock()
+	if err != nil {
 		diags.AddError("Apply failed", err.Error())
 		return
 	}

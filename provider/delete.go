@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
 	"github.com/gpuslice/gpuslice/engine/apply"
+	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 )
 
@@ -39,12 +40,20 @@ func (r *gpusliceResource) Delete(ctx context.Context, req resource.DeleteReques
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
+	unlock, err := lockResource(ctx, e, target, "destroy")
+	if err != nil {
+		resp.Diagnostics.AddError("Error acquiring the state lock", err.Error())
+		return
+	}
+	defer unlock()
 	p, err := e.PlanResourceDestroy(ctx, target)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot plan the destroy", err.Error())
 		return
 	}
-	if err := e.Destroy(ctx, p, apply.Options{}); err != nil {
+	wctx, cancel := writeContext(ctx)
+	defer cancel()
+	if err := e.Destroy(wctx, p, apply.Options{Stop: ctx, Writer: plan.Writer{Who: "terraform (" + target.Addr() + ")"}}); err != nil {
 		resp.Diagnostics.AddError("Destroy failed", err.Error())
 	}
 }

@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"io/fs"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +15,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine"
 	"github.com/gpuslice/gpuslice/engine/apply"
 	"github.com/gpuslice/gpuslice/engine/hclstack"
+	"github.com/gpuslice/gpuslice/engine/lock"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/status"
 )
@@ -20,13 +24,15 @@ func newApplyCommand() *cobra.Command {
 	var f stackFlags
 	var autoApprove, force, adopt, noWait bool
 	var concurrency int
+	var lf lockFlags
+	var replan bool
 	cmd := &cobra.Command{
 		Use:   "apply [dir]",
 		Short: "Plan, then change the cluster to match the configuration and wait for the workloads",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			out := cmd.OutOrStdout()
-			c, err := f.load(cmd.ErrOrStderr(), dirArg(args))
+			out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			c, err := f.load(stderr, dirArg(args))
 			if err != nil {
 				return err
 			}
@@ -35,11 +41,24 @@ func newApplyCommand() *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			p, err := planStack(cmd.Context(), e, c, plan.Options{Adopt: adopt})
+			intr := newInterrupts(cmd.Context(), stderr, "gpuslice")
+			defer intr.stop()
+			intr.beforeWriting(func() {})
+			// Plan and apply under one lock: nobody else writes the stack
+			// between the plan shown and the apply.
+			lk, err := lf.acquire(intr.ctx, stderr, e, c.Stack.Name, "gpuslice apply", dirArg(args))
 			if err != nil {
 				return err
 			}
-			printDiags(cmd.ErrOrStderr(), p.Diagnostics)
+			defer lk.release()
+			intr.beforeWriting(lk.release)
+			stop, cancelStop := lk.stop(intr.ctx)
+			defer cancelStop()
+			p, err := planStack(stop, e, c, plan.Options{Adopt: adopt})
+			if err != nil {
+				return err
+			}
+			printDiags(stderr, p.Diagnostics)
 			if p.Diagnostics.HasErrors() {
 				return errReported
 			}
@@ -54,16 +73,31 @@ func newApplyCommand() *cobra.Command {
 				}
 				fmt.Fprintln(out)
 				start := time.Now()
-				if err := e.Apply(cmd.Context(), p, apply.Options{ForceConflicts: force, Concurrency: concurrency, Progress: progressPrinter(out)}); err != nil {
+				intr.beforeWriting(nil)
+				opts := apply.Options{ForceConflicts: force, Concurrency: concurrency, Progress: progressPrinter(out), Stop: stop,
+					Writer: plan.Writer{Who: lock.Me() + " (gpuslice apply)", ConfigTime: configTime(dirArg(args))}}
+				if replan {
+					opts.Replanned = func(fresh *plan.Plan) {
+						fmt.Fprintf(out, "The cluster changed since the plan above (-replan): applying a fresh plan:\n\n")
+						fresh.WriteText(out)
+						fmt.Fprintln(out)
+					}
+				}
+				// Requests use the command's context, not stop: a write in
+				// flight finishes even after Ctrl-C.
+				if err := e.Apply(cmd.Context(), p, opts); err != nil {
 					return err
 				}
 				fmt.Fprintf(out, "\nApply complete in %s: %d added, %d changed, %d replaced, %d destroyed, %d released.\n",
 					time.Since(start).Round(100*time.Millisecond), p.Count(plan.Create), p.Count(plan.Update), p.Count(plan.Replace), p.Count(plan.Delete), p.Count(plan.Release))
 			}
+			// Waiting only reads: the lock goes back first, so a reconcile
+			// loop or a colleague need not wait for our workloads.
+			lk.release()
 			statuses := map[string]status.Status{}
 			if wait := engine.Changed(c.Stack, p); len(wait) > 0 && !noWait {
 				fmt.Fprintf(out, "\nWaiting for %d workload(s)…\n", len(wait))
-				statuses, err = e.Wait(cmd.Context(), wait, func(addr string, st status.Status) {
+				statuses, err = e.Wait(intr.ctx, wait, func(addr string, st status.Status) {
 					fmt.Fprintf(out, "  %s: %s (%s) %s\n", addr, st.Phase, st.Reason, st.Message)
 				})
 				if err != nil {
@@ -81,6 +115,8 @@ func newApplyCommand() *cobra.Command {
 	fl.BoolVar(&adopt, "adopt", false, "take over objects in the way that no gpuslice stack owns")
 	fl.BoolVar(&noWait, "no-wait", false, "do not wait for workloads (their wait_for is ignored)")
 	fl.IntVar(&concurrency, "parallelism", 8, "objects applied at once within a level")
+	fl.BoolVar(&replan, "replan", false, "if the cluster changed between the plan and the apply (the stale-plan check), apply a fresh plan instead of stopping")
+	lf.register(cmd)
 	return cmd
 }
 
@@ -136,4 +172,22 @@ func showValue(o hclstack.Output) string {
 		return o.Value.GoString()
 	}
 	return string(data)
+}
+
+// configTime is when the configuration in dir last changed: its newest
+// .tf, .tf.json or .tfvars file (zero when unknown).
+func configTime(dir string) time.Time {
+	var newest time.Time
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if n := d.Name(); strings.HasSuffix(n, ".tf") || strings.HasSuffix(n, ".tf.json") || strings.HasSuffix(n, ".tfvars") {
+			if info, err := d.Info(); err == nil && info.ModTime().After(newest) {
+				newest = info.ModTime()
+			}
+		}
+		return nil
+	})
+	return newest
 }

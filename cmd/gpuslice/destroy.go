@@ -7,19 +7,21 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuslice/gpuslice/engine/apply"
+	"github.com/gpuslice/gpuslice/engine/lock"
 	"github.com/gpuslice/gpuslice/engine/plan"
 )
 
 func newDestroyCommand() *cobra.Command {
 	var f stackFlags
 	var autoApprove bool
+	var lf lockFlags
 	cmd := &cobra.Command{
 		Use:   "destroy [dir]",
 		Short: "Remove every object the stack applied (tenant namespaces keep existing; gpuslice's labels go)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			out := cmd.OutOrStdout()
-			c, err := f.load(cmd.ErrOrStderr(), dirArg(args))
+			out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			c, err := f.load(stderr, dirArg(args))
 			if err != nil {
 				return err
 			}
@@ -28,7 +30,18 @@ func newDestroyCommand() *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			p, err := e.PlanDestroy(cmd.Context(), c.Stack.Name)
+			intr := newInterrupts(cmd.Context(), stderr, "gpuslice")
+			defer intr.stop()
+			intr.beforeWriting(func() {})
+			lk, err := lf.acquire(intr.ctx, stderr, e, c.Stack.Name, "gpuslice destroy", dirArg(args))
+			if err != nil {
+				return err
+			}
+			defer lk.release()
+			intr.beforeWriting(lk.release)
+			stop, cancelStop := lk.stop(intr.ctx)
+			defer cancelStop()
+			p, err := e.PlanDestroy(stop, c.Stack.Name)
 			if err != nil {
 				return err
 			}
@@ -38,7 +51,7 @@ func newDestroyCommand() *cobra.Command {
 			}
 			p.WriteText(out)
 			if !p.HasChanges() {
-				return e.Inventory.Delete(cmd.Context(), c.Stack.Name)
+				return e.Inventory.Delete(cmd.Context(), c.Stack.Name, p.InventoryVersion)
 			}
 			ok, err := confirm(cmd, autoApprove, "Do you really want to destroy everything stack "+c.Stack.Name+" applied?")
 			if err != nil {
@@ -48,7 +61,9 @@ func newDestroyCommand() *cobra.Command {
 				return fmt.Errorf("destroy cancelled")
 			}
 			start := time.Now()
-			if err := e.Destroy(cmd.Context(), p, apply.Options{Progress: progressPrinter(out)}); err != nil {
+			intr.beforeWriting(nil)
+			if err := e.Destroy(cmd.Context(), p, apply.Options{Progress: progressPrinter(out), Stop: stop,
+				Writer: plan.Writer{Who: lock.Me() + " (gpuslice destroy)"}}); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "\nDestroy complete in %s: %d destroyed, %d released.\n", time.Since(start).Round(100*time.Millisecond), p.Count(plan.Delete), p.Count(plan.Release))
@@ -57,5 +72,6 @@ func newDestroyCommand() *cobra.Command {
 	}
 	f.register(cmd, true)
 	cmd.Flags().BoolVar(&autoApprove, "auto-approve", false, "destroy without asking")
+	lf.register(cmd)
 	return cmd
 }

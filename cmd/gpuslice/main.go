@@ -20,7 +20,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newValidateCommand(), newPlanCommand(), newApplyCommand(), newDestroyCommand(),
-		newStatusCommand(), newReconcileCommand(), newDevCommand())
+		newStatusCommand(), newReconcileCommand(), newForceUnlockCommand(), newDevCommand())
 	root.SetArgs(terraformStyleFlags(os.Args[1:]))
 	err := root.Execute()
 	var code exitCode

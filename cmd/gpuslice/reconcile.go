@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os/signal"
 	"syscall"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuslice/gpuslice/engine/apply"
+	"github.com/gpuslice/gpuslice/engine/lock"
 	"github.com/gpuslice/gpuslice/engine/plan"
 )
 
@@ -16,6 +18,7 @@ func newReconcileCommand() *cobra.Command {
 	var f stackFlags
 	var interval time.Duration
 	var once, force bool
+	var lf lockFlags
 	cmd := &cobra.Command{
 		Use:   "reconcile [dir]",
 		Short: "GitOps mode: re-read the configuration, plan and apply on a loop, correcting drift",
@@ -37,12 +40,29 @@ func newReconcileCommand() *cobra.Command {
 			e.Continuous = true
 			defer e.Close()
 			round := func() error {
-				c, err := f.load(cmd.ErrOrStderr(), dirArg(args))
+				dir := dirArg(args)
+				c, err := f.load(cmd.ErrOrStderr(), dir)
 				if err != nil {
 					return err
 				}
 				e.Tables = f.tableSet
-				p, err := planStack(ctx, e, c, plan.Options{})
+				// The lock per round, never between rounds: a human's apply
+				// goes in between, and this round waits for it (up to
+				// -lock-timeout) or skips.
+				lk, err := lf.acquire(ctx, cmd.ErrOrStderr(), e, c.Stack.Name, "gpuslice reconcile", dir)
+				var heldErr *lock.HeldError
+				if errors.As(err, &heldErr) && !once {
+					fmt.Fprintf(out, "%s stack %s: locked by %s (%s) since %s; skipping this round\n", time.Now().Format(time.RFC3339),
+						c.Stack.Name, heldErr.Holder.Who, heldErr.Holder.Operation, heldErr.Holder.Created.Local().Format(time.RFC3339))
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				defer lk.release()
+				stop, cancelStop := lk.stop(ctx)
+				defer cancelStop()
+				p, err := planStack(stop, e, c, plan.Options{})
 				if err != nil {
 					return err
 				}
@@ -51,8 +71,18 @@ func newReconcileCommand() *cobra.Command {
 					fmt.Fprintf(out, "%s stack %s: in sync\n", time.Now().Format(time.RFC3339), c.Stack.Name)
 					return nil
 				}
+				// Never revert an apply made from a newer configuration than
+				// the directory's (the Git sync has not caught up).
+				mine := configTime(dir)
+				if last := p.Last; !last.ConfigTime.IsZero() && last.ConfigTime.After(mine) && last.Digest != "" && last.Digest != p.Digest() {
+					return fmt.Errorf("stack %s was applied by %s at %s from a configuration newer (changed %s) than %s's (changed %s); "+
+						"reconcile does not revert it: let the Git sync bring that configuration, or apply %s by hand to go back",
+						c.Stack.Name, last.Who, last.At.Local().Format(time.RFC3339), last.ConfigTime.Local().Format(time.RFC3339), dir, mine.Local().Format(time.RFC3339), dir)
+				}
 				p.WriteText(out)
-				if err := e.Apply(ctx, p, apply.Options{ForceConflicts: force, Progress: progressPrinter(out)}); err != nil {
+				opts := apply.Options{ForceConflicts: force, Progress: progressPrinter(out), Stop: stop,
+					Writer: plan.Writer{Who: lock.Me() + " (gpuslice reconcile)", ConfigTime: mine}}
+				if err := e.Apply(cmd.Context(), p, opts); err != nil {
 					return err
 				}
 				fmt.Fprintf(out, "%s stack %s: reconciled (%d added, %d changed, %d replaced, %d destroyed)\n", time.Now().Format(time.RFC3339),
@@ -79,5 +109,6 @@ func newReconcileCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&interval, "interval", 30*time.Second, "time between rounds")
 	cmd.Flags().BoolVar(&once, "once", false, "run one round and exit (its error, if any, is the exit status)")
 	cmd.Flags().BoolVar(&force, "force-conflicts", false, "take over fields that another server-side applier manages")
+	lf.register(cmd)
 	return cmd
 }

@@ -5,25 +5,25 @@
 // order. The stack's inventory is widened before anything changes and
 // narrowed only after pruning, so an interrupted apply can always be
 // re-run to convergence.
+//
+// Two writers of one stack are kept apart even without the state lock:
+// before its first write apply checks the plan is not stale (the cluster
+// still gives the same plan) and every inventory write is conditional on
+// the version the writer read. A writer that finds the inventory changed
+// under it stops starting writes at once (a watch on the inventory), lets
+// the ones in flight finish, records what it did and fails with a
+// *ConflictError; the other writer's apply stands.
 package apply
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"regexp"
 	"sort"
-	"strings"
-	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/utils/ptr"
 
 	"github.com/gpuslice/gpuslice/engine/internal/inventory"
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
@@ -44,6 +44,22 @@ type Options struct {
 	// object and its pods to go (default 10m, a workload's default
 	// timeout).
 	ReplaceTimeout time.Duration
+	// Stop, when done, stops the apply gracefully (a first Ctrl-C, a lost
+	// lock): no new write starts, the writes in flight finish, the
+	// inventory records what was done, and Run returns an
+	// *InterruptedError with Stop's cause. Requests themselves use ctx.
+	Stop context.Context
+	// Replanned, when set, lets a stale plan go on: if the cluster changed
+	// since p was made, Run plans again, tells Replanned and applies the
+	// fresh plan, which replaces *p. Unset, a stale plan is refused with a
+	// *StalePlanError before anything changes.
+	Replanned func(fresh *plan.Plan)
+	// Reader is what the stale-plan check plans again with (the engine's
+	// view, which engine.Apply sets); nil skips the check.
+	Reader plan.Reader
+	// Writer is recorded in the inventory as who applies and from what
+	// configuration (At, Digest and Complete are filled in).
+	Writer plan.Writer
 }
 
 // Event reports one object applied, pruned or failed.
@@ -57,7 +73,8 @@ type Event struct {
 	Restored []string
 }
 
-// Run applies the plan. It returns every object error, joined.
+// Run applies the plan. It returns every object error, joined, or one of
+// *StalePlanError, *ConflictError and *InterruptedError.
 func Run(ctx context.Context, client dynamic.Interface, inv inventory.Store, p *plan.Plan, opts Options) error {
 	if opts.ReplaceTimeout <= 0 {
 		opts.ReplaceTimeout = 10 * time.Minute
@@ -69,12 +86,31 @@ func Run(ctx context.Context, client dynamic.Interface, inv inventory.Store, p *
 	if progress == nil {
 		progress = func(Event) {}
 	}
-	if !p.HasChanges() && sameRefs(p.Applied, p.Desired) {
+	if nothingToDo(p) {
 		return nil
 	}
-	if err := inv.Save(ctx, p.Stack, append(append([]objects.Ref(nil), p.Applied...), p.Desired...)); err != nil {
+	if opts.Reader != nil {
+		if err := recheck(ctx, opts.Reader, inv, p, opts); err != nil {
+			return err
+		}
+	}
+	if nothingToDo(p) {
+		return nil
+	}
+	w := opts.Writer
+	w.At, w.Digest, w.Complete = time.Now(), p.Digest(), false
+	r := &run{p: p, total: countChanges(p), started: map[string]objects.Ref{}}
+	version, err := inv.Write(ctx, p.Stack, append(append([]objects.Ref(nil), p.Applied...), p.Desired...), p.InventoryVersion, w)
+	var lost *inventory.ConflictError
+	if errors.As(err, &lost) {
+		return &ConflictError{Stack: p.Stack, By: lost.By, Total: r.total}
+	}
+	if err != nil {
 		return err
 	}
+	fenceCtx, stopFence := context.WithCancel(ctx)
+	defer stopFence()
+	h := &halt{stop: opts.Stop, fence: inv.Fence(fenceCtx, p.Stack, version)}
 
 	byLevel := map[int][]plan.Change{}
 	var prunes []plan.Change
@@ -92,185 +128,216 @@ func Run(ctx context.Context, client dynamic.Interface, inv inventory.Store, p *
 		levels = append(levels, l)
 	}
 	sort.Ints(levels)
+	var failedLevel error
 	for _, l := range levels {
 		// A level builds on the one before (a quota's namespace, a
 		// workload's claim template): stop at the first failing level.
-		if err := parallel(byLevel[l], opts.Concurrency, func(c plan.Change) error {
+		failedLevel = parallel(byLevel[l], opts.Concurrency, h, func(c plan.Change) error {
+			r.start(c.Ref)
 			start := time.Now()
 			restored, err := applyOne(ctx, client, c, opts)
+			r.finish(err)
 			progress(Event{Address: c.Address, Ref: c.Ref, Action: c.Action, Duration: time.Since(start), Err: err, Restored: restored})
 			return err
-		}); err != nil {
-			return err
+		})
+		if failedLevel != nil || h.halted() != nil {
+			break
 		}
 		waitQuotasObserved(ctx, client, p.Stack, byLevel[l])
 	}
 
-	sort.SliceStable(prunes, func(i, j int) bool {
-		ki, _ := objects.KindOf(prunes[i].Ref.Group, prunes[i].Ref.Kind)
-		kj, _ := objects.KindOf(prunes[j].Ref.Group, prunes[j].Ref.Kind)
-		return ki.Level > kj.Level
-	})
-	var failed []objects.Ref
+	var failed, pruned []objects.Ref
 	var errs []error
-	for _, c := range prunes {
-		start := time.Now()
-		err := pruneOne(ctx, client, c)
-		progress(Event{Address: c.Address, Ref: c.Ref, Action: c.Action, Duration: time.Since(start), Err: err})
-		if err != nil {
-			failed = append(failed, c.Ref)
-			errs = append(errs, err)
+	if failedLevel == nil {
+		sort.SliceStable(prunes, func(i, j int) bool {
+			ki, _ := objects.KindOf(prunes[i].Ref.Group, prunes[i].Ref.Kind)
+			kj, _ := objects.KindOf(prunes[j].Ref.Group, prunes[j].Ref.Kind)
+			return ki.Level > kj.Level
+		})
+		// Objects of the inventory that were gone when planning but exist
+		// now were created meanwhile by a writer this one beat: they are
+		// not in the configuration, so they go too.
+		if h.halted() == nil {
+			appeared, err := reappeared(ctx, client, p)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			prunes = append(prunes, appeared...)
+		}
+		for _, c := range prunes {
+			if h.halted() != nil {
+				failed = append(failed, c.Ref) // not pruned: stays recorded
+				continue
+			}
+			start := time.Now()
+			err := pruneOne(ctx, client, c)
+			r.done++
+			progress(Event{Address: c.Address, Ref: c.Ref, Action: c.Action, Duration: time.Since(start), Err: err})
+			if err != nil {
+				failed = append(failed, c.Ref)
+				errs = append(errs, err)
+			} else {
+				pruned = append(pruned, c.Ref)
+			}
 		}
 	}
-	// Objects that could not be pruned stay in the inventory for next time.
-	if err := inv.Save(ctx, p.Stack, append(append([]objects.Ref(nil), p.Desired...), failed...)); err != nil {
+	lost = h.conflict()
+	stopFence()
+
+	if lost != nil {
+		// Beaten by another writer: change nothing more, except making
+		// sure what this apply wrote and still exists is recorded (only
+		// adds), or nothing would ever prune it.
+		return errors.Join(&ConflictError{Stack: p.Stack, By: lost.By, Started: true, Done: r.done, Total: r.total},
+			recordMissing(ctx, client, inv, p.Stack, r.startedRefs(), w))
+	}
+	if failedLevel != nil {
+		// The widened inventory stays: it lists everything this apply may
+		// have created, and the next plan finishes the job.
+		return failedLevel
+	}
+	keep := append(append([]objects.Ref(nil), p.Desired...), failed...)
+	var stopped error
+	if stopped = h.halted(); stopped != nil {
+		// Interrupted: what was there, less what was pruned, plus what
+		// this apply wrote.
+		keep = append(minus(p.Applied, pruned), r.startedRefs()...)
+	} else {
+		w.Complete = len(errs) == 0
+	}
+	if _, err := inv.Write(ctx, p.Stack, keep, version, w); err != nil {
+		if errors.As(err, &lost) {
+			err = errors.Join(&ConflictError{Stack: p.Stack, By: lost.By, Started: true, Done: r.done, Total: r.total},
+				recordMissing(ctx, client, inv, p.Stack, keep, w))
+		}
 		errs = append(errs, err)
 	}
+	if stopped != nil {
+		errs = append([]error{&InterruptedError{Stack: p.Stack, Done: r.done, Total: r.total, Cause: stopped}}, errs...)
+	}
 	return errors.Join(errs...)
 }
 
-func parallel(changes []plan.Change, limit int, fn func(plan.Change) error) error {
-	sem := make(chan struct{}, limit)
-	var mu sync.Mutex
-	var errs []error
-	var wg sync.WaitGroup
-	for _, c := range changes {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := fn(c); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
+func nothingToDo(p *plan.Plan) bool { return !p.HasChanges() && sameRefs(p.Applied, p.Desired) }
 
-func resourceFor(client dynamic.Interface, ref objects.Ref) (dynamic.ResourceInterface, objects.Kind) {
-	k, _ := objects.KindOf(ref.Group, ref.Kind)
-	if k.Namespaced {
-		return client.Resource(k.GVR).Namespace(ref.Namespace), k
-	}
-	return client.Resource(k.GVR), k
-}
-
-// applyOne server-side applies one object, replacing it first when the
-// plan says so. It returns the managers whose hand edits it overwrote.
-func applyOne(ctx context.Context, client dynamic.Interface, c plan.Change, opts Options) ([]string, error) {
-	force := opts.ForceConflicts
-	res, _ := resourceFor(client, c.Ref)
-	if c.Action == plan.Replace {
-		if err := deleteAndWait(ctx, client, c, opts.ReplaceTimeout); err != nil {
-			return nil, err
+func countChanges(p *plan.Plan) int {
+	n := 0
+	for _, c := range p.Changes {
+		if c.Action != plan.NoOp {
+			n++
 		}
 	}
-	body, err := json.Marshal(c.Desired.Object)
+	return n
+}
+
+// recheck plans again and compares: the stale-plan check.
+func recheck(ctx context.Context, reader plan.Reader, inv inventory.Store, p *plan.Plan, opts Options) error {
+	rec, err := inv.Read(ctx, p.Stack)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	_, err = res.Patch(ctx, c.Ref.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: objects.FieldManager, Force: ptr.To(force)})
-	if err == nil || !apierrors.IsConflict(err) || force {
-		return nil, wrap(c, err)
+	fresh, err := plan.Make(ctx, reader, p.Stack, p.DesiredObjects(), rec.Refs, p.Options)
+	if err != nil {
+		return err
 	}
-	owners := conflictOwners(err)
-	appliers := appliersAmong(owners, c.Live)
-	if len(appliers) > 0 {
-		return nil, fmt.Errorf("%s (%s): %w\nthese fields are managed by %s through server-side apply; rerun with -force-conflicts to take them over, or stop managing them there",
-			c.Ref, c.Address, err, quoteAll(appliers))
+	fresh.InventoryVersion, fresh.Last = rec.Version, rec.Last
+	diffs := plan.Differences(p, fresh)
+	if len(diffs) == 0 {
+		return nil
 	}
-	// Only hand edits (kubectl edit/patch/replace) stand in the way: drift
-	// from the configuration, which wins.
-	_, err = res.Patch(ctx, c.Ref.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: objects.FieldManager, Force: ptr.To(true)})
-	return owners, wrap(c, err)
+	if opts.Replanned == nil && fresh.InventoryVersion != p.InventoryVersion {
+		return &ConflictError{Stack: p.Stack, By: fresh.Last, Total: countChanges(p), Differences: diffs}
+	}
+	if opts.Replanned == nil || fresh.Diagnostics.HasErrors() {
+		return &StalePlanError{Stack: p.Stack, Differences: diffs, Replan: opts.Replanned != nil}
+	}
+	fresh.Diagnostics = p.Diagnostics
+	opts.Replanned(fresh)
+	*p = *fresh
+	return nil
 }
 
-var conflictManager = regexp.MustCompile(`conflict with "([^"]+)"`)
+// recordMissing adds to the inventory those of refs that exist (labelled
+// with the stack) and it lacks.
+func recordMissing(ctx context.Context, client dynamic.Interface, inv inventory.Store, stack string, refs []objects.Ref, w plan.Writer) error {
+	live, err := existing(ctx, client, stack, refs)
+	if err != nil {
+		return err
+	}
+	var out []objects.Ref
+	for _, r := range refs {
+		if _, ok := live[r.Key()]; ok {
+			out = append(out, r)
+		}
+	}
+	return inv.AddMissing(ctx, stack, out, w)
+}
 
-func conflictOwners(err error) []string {
-	var status apierrors.APIStatus
-	seen := map[string]bool{}
-	var owners []string
-	add := func(msg string) {
-		for _, m := range conflictManager.FindAllStringSubmatch(msg, -1) {
-			if !seen[m[1]] {
-				seen[m[1]] = true
-				owners = append(owners, m[1])
+// existing returns those of refs that exist, labelled with the stack (or
+// any, for kinds gpuslice only releases): one list per kind.
+func existing(ctx context.Context, client dynamic.Interface, stack string, refs []objects.Ref) (map[string]*unstructured.Unstructured, error) {
+	byKind := map[string][]objects.Ref{}
+	for _, r := range refs {
+		byKind[r.Group+"/"+r.Kind] = append(byKind[r.Group+"/"+r.Kind], r)
+	}
+	out := map[string]*unstructured.Unstructured{}
+	for _, refs := range byKind {
+		k, err := objects.KindOf(refs[0].Group, refs[0].Kind)
+		if err != nil {
+			continue // not a kind this gpuslice manages
+		}
+		selector := objects.LabelStack + "=" + stack
+		if k.Release {
+			selector = ""
+		}
+		list, err := client.Resource(k.GVR).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return out, err
+		}
+		want := map[string]bool{}
+		for _, r := range refs {
+			want[r.Key()] = true
+		}
+		for i := range list.Items {
+			u := &list.Items[i]
+			key := objects.Ref{Group: refs[0].Group, Kind: k.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}.Key()
+			if want[key] {
+				out[key] = u
 			}
 		}
 	}
-	if errors.As(err, &status) && status.Status().Details != nil {
-		for _, cause := range status.Status().Details.Causes {
-			add(cause.Message)
-		}
-	}
-	if len(owners) == 0 {
-		add(err.Error())
-	}
-	return owners
+	return out, nil
 }
 
-// appliersAmong returns the managers that own their fields through
-// server-side apply (as opposed to updates by hand or by controllers).
-func appliersAmong(managers []string, live *unstructured.Unstructured) []string {
-	if live == nil {
-		return managers
-	}
-	ops := map[string]metav1.ManagedFieldsOperationType{}
-	for _, mf := range live.GetManagedFields() {
-		if ops[mf.Manager] != metav1.ManagedFieldsOperationApply {
-			ops[mf.Manager] = mf.Operation
+// reappeared returns prunes for the objects of p.Gone that exist now,
+// labelled with the stack: one list per kind.
+func reappeared(ctx context.Context, client dynamic.Interface, p *plan.Plan) ([]plan.Change, error) {
+	live, err := existing(ctx, client, p.Stack, p.Gone)
+	var out []plan.Change
+	for _, r := range p.Gone {
+		if u, ok := live[r.Key()]; ok {
+			c, err := plan.Prune(r, u)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, c)
 		}
 	}
-	var out []string
-	for _, m := range managers {
-		if op, known := ops[m]; !known || op == metav1.ManagedFieldsOperationApply {
-			out = append(out, m)
+	return out, err
+}
+
+func minus(refs, gone []objects.Ref) []objects.Ref {
+	drop := map[string]bool{}
+	for _, r := range gone {
+		drop[r.Key()] = true
+	}
+	var out []objects.Ref
+	for _, r := range refs {
+		if !drop[r.Key()] {
+			out = append(out, r)
 		}
 	}
 	return out
-}
-
-func pruneOne(ctx context.Context, client dynamic.Interface, c plan.Change) error {
-	res, kind := resourceFor(client, c.Ref)
-	if c.Action == plan.Release {
-		// Applying nothing as gpuslice removes exactly the fields gpuslice
-		// set, and leaves the object to its other owners.
-		empty := map[string]any{"apiVersion": kind.GVR.GroupVersion().String(), "kind": c.Ref.Kind, "metadata": map[string]any{"name": c.Ref.Name}}
-		if c.Ref.Namespace != "" {
-			empty["metadata"].(map[string]any)["namespace"] = c.Ref.Namespace
-		}
-		body, _ := json.Marshal(empty)
-		_, err := res.Patch(ctx, c.Ref.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: objects.FieldManager, Force: ptr.To(true)})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return wrap(c, err)
-	}
-	err := res.Delete(ctx, c.Ref.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return wrap(c, err)
-}
-
-func wrap(c plan.Change, err error) error {
-	if err == nil {
-		return nil
-	}
-	hint := ""
-	if apierrors.IsNotFound(err) && c.Ref.Namespace != "" {
-		hint = fmt.Sprintf("; namespace %s may not exist: declare a gpuslice_quota for it (which creates it) or create it", c.Ref.Namespace)
-	}
-	addr := c.Address
-	if addr != "" {
-		addr = " (" + addr + ")"
-	}
-	return fmt.Errorf("%s %s%s: %w%s", c.Action, c.Ref, addr, err, hint)
 }
 
 func sameRefs(a, b []objects.Ref) bool {
@@ -287,12 +354,4 @@ func sameRefs(a, b []objects.Ref) bool {
 		}
 	}
 	return true
-}
-
-func quoteAll(xs []string) string {
-	q := make([]string, len(xs))
-	for i, x := range xs {
-		q[i] = fmt.Sprintf("%q", x)
-	}
-	return strings.Join(q, ", ")
 }

@@ -55,6 +55,9 @@ func describe(c Change) string {
 	case Delete:
 		return " will be destroyed (no longer in the configuration)"
 	case Release:
+		if c.Reason != "" {
+			return " keeps existing, released (" + c.Reason + ")"
+		}
 		return " keeps existing; gpuslice removes its labels"
 	}
 	return ""

@@ -55,6 +55,17 @@ type Plan struct {
 	// Diagnostics are problems found while planning (e.g. an object in the
 	// way that gpuslice does not own).
 	Diagnostics diag.Diagnostics `json:"-"`
+
+	// InventoryVersion is the version of the inventory the plan was made
+	// against ("" when the stack had none): apply records its own only if
+	// the inventory is still at it. Last is who wrote that inventory.
+	InventoryVersion string `json:"-"`
+	Last             Writer `json:"-"`
+	// Gone are inventory objects that did not exist when planning: apply
+	// drops them from the inventory unless they appeared meanwhile.
+	Gone []objects.Ref `json:"-"`
+	// Options are those the plan was made with, to plan again alike.
+	Options Options `json:"-"`
 }
 
 // HasChanges reports whether applying would change anything.
@@ -88,7 +99,7 @@ type Options struct {
 // Make plans desired (rendered objects of stack) against the cluster.
 // applied is the stack's inventory from its last apply.
 func Make(ctx context.Context, r Reader, stack string, desired []objects.Object, applied []objects.Ref, opts Options) (*Plan, error) {
-	p := &Plan{Stack: stack, Applied: applied}
+	p := &Plan{Stack: stack, Applied: applied, Options: opts}
 	live, err := readLive(ctx, r, desired, applied)
 	if err != nil {
 		return nil, err
@@ -129,17 +140,14 @@ func Make(ctx context.Context, r Reader, stack string, desired []objects.Object,
 		}
 		l, exists := live[ref.Key()]
 		if !exists {
-			continue // already gone; the next inventory drops it
+			p.Gone = append(p.Gone, ref) // already gone; the next inventory drops it
+			continue
 		}
-		kind, err := objects.KindOf(ref.Group, ref.Kind)
+		c, err := Prune(ref, l)
 		if err != nil {
 			return nil, fmt.Errorf("inventory of stack %s: %w", stack, err)
 		}
-		action := Delete
-		if kind.Release {
-			action = Release
-		}
-		p.Changes = append(p.Changes, Change{Action: action, Ref: ref, Address: l.GetAnnotations()[objects.AnnotationAddress], Live: l})
+		p.Changes = append(p.Changes, c)
 	}
 	sort.SliceStable(p.Changes, func(i, j int) bool {
 		if p.Changes[i].Address != p.Changes[j].Address {
@@ -149,6 +157,29 @@ func Make(ctx context.Context, r Reader, stack string, desired []objects.Object,
 	})
 	return p, nil
 }
+
+// Prune is the change that removes live, an object of the stack the
+// configuration no longer has: delete it, or release it when gpuslice
+// only adds to it (namespaces).
+func Prune(ref objects.Ref, live *unstructured.Unstructured) (Change, error) {
+	kind, err := objects.KindOf(ref.Group, ref.Kind)
+	if err != nil {
+		return Change{}, err
+	}
+	action, reason := Delete, ""
+	if kind.Release {
+		action = Release
+	}
+	// A model volume outlives its workload (its models took hours to
+	// download) unless the configuration said to delete it.
+	if ref.Group == "" && ref.Kind == "PersistentVolumeClaim" && live.GetAnnotations()[objects.AnnotationOnDestroy] != "delete" {
+		action, reason = Release, KeptVolume
+	}
+	return Change{Action: action, Ref: ref, Address: live.GetAnnotations()[objects.AnnotationAddress], Live: live, Reason: reason}, nil
+}
+
+// KeptVolume is the reason a model volume is released, not deleted.
+const KeptVolume = "model volume kept with its models for the workload's next creation; model_volume.delete_on_destroy = true deletes it"
 
 // ownership refuses to take over an object that is not the stack's:
 // another stack's, or one gpuslice never created (unless adopting).
@@ -163,6 +194,8 @@ func ownership(stack string, o objects.Object, live *unstructured.Unstructured, 
 	switch {
 	case owner == stack:
 		return nil
+	case owner == "" && live.GetAnnotations()[objects.AnnotationKeptFor] == o.Address:
+		return nil // a model volume kept when its workload went: take it back
 	case labels[contract.LabelManagedBy] == contract.ManagedBy && owner != "":
 		d := diag.Errorf(o.Address, "", "Object owned by another stack",
 			"%s already exists and belongs to gpuslice stack %q; rename this resource, or remove it from that stack first", ref, owner)

@@ -97,6 +97,9 @@ func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
 			ObjectMeta: r.meta(w.Address, w.Namespace, VolumeName(w), workloadLabels),
 			Spec:       r.volumeSpec(w.ModelVolume),
 		}
+		if w.ModelVolume.DeleteOnDestroy {
+			pvc.Annotations[objects.AnnotationOnDestroy] = "delete"
+		}
 		o, err := object(w.Address, pvc, "v1", "PersistentVolumeClaim")
 		if err != nil {
 			return nil, err
@@ -138,6 +141,13 @@ func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
 				ObjectMeta: metav1.ObjectMeta{Name: VolumeName(w), Labels: workloadLabels},
 				Spec:       r.volumeSpec(w.ModelVolume),
 			}}
+			// The StatefulSet's own volumes outlive it unless asked
+			// (Kubernetes' default retention policy keeps them).
+			if w.ModelVolume.DeleteOnDestroy {
+				sts.Spec.VolumeClaimTemplates[0].Annotations = map[string]string{objects.AnnotationOnDestroy: "delete"}
+				sts.Spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+					WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType}
+			}
 		}
 		workload = sts
 	case spec.KindJob:

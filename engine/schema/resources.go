@@ -154,6 +154,8 @@ var Workload = Resource{
 					required(str("mount_path", "Where the runtime keeps its models, e.g. `/root/.ollama`.")),
 					str("storage_class", "StorageClass; empty uses the cluster default."),
 					oneOf(strDefault("access_mode", "ReadWriteOnce", "`ReadWriteOnce`, `ReadWriteMany` or `ReadWriteOncePod`."), "ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"),
+					{Name: "delete_on_destroy", Type: cty.Bool, Default: cty.False,
+						Description: "Delete the volume, and the models in it, when the workload is destroyed. By default it is kept: destroying or replacing the workload (a taint, an immutable change) releases the volume from gpuslice, and the workload's next creation at the same address takes it back with its models."},
 				},
 			},
 			{

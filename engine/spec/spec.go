@@ -154,6 +154,9 @@ type ModelVolume struct {
 	MountPath    string `json:"mount_path"`
 	StorageClass string `json:"storage_class"`
 	AccessMode   string `json:"access_mode"`
+	// DeleteOnDestroy deletes the volume with the workload; by default it
+	// is kept for the workload's next creation.
+	DeleteOnDestroy bool `json:"delete_on_destroy"`
 }
 
 // Model is the language model a workload serves, for the fit check.

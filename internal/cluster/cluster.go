@@ -56,6 +56,7 @@ type Cluster struct {
 	StartupTime time.Duration
 
 	removeDir bool
+	etcdURL   string
 	procs     []*proc.Process // in start order: etcd first
 	client    kubernetes.Interface
 	logf      func(string, ...any)
@@ -168,6 +169,7 @@ func (c *Cluster) start(ctx context.Context, bins map[string]string, apiPort int
 	c.client = client
 
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
+	c.etcdURL = etcdURL
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
 	c.logf("starting etcd on %s", etcdURL)
 	etcd, err := c.run(Etcd, bins[Etcd], []string{
@@ -298,43 +300,6 @@ func (c *Cluster) waitHealthy(ctx context.Context, p *proc.Process, url string, 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// StopAPIServer stops kube-apiserver alone, as an outage would; the other
-// components keep running and retry. StartAPIServer brings it back.
-func (c *Cluster) StopAPIServer() {
-	if p := c.process(KubeAPIServer); p != nil {
-		p.Stop(15 * time.Second)
-	}
-}
-
-// StartAPIServer restarts a stopped kube-apiserver with the same flags and
-// port and waits until it is ready.
-func (c *Cluster) StartAPIServer(ctx context.Context) error {
-	for i, p := range c.procs {
-		if p.Name != KubeAPIServer {
-			continue
-		}
-		if p.Running() {
-			return nil
-		}
-		np, err := p.Restart()
-		if err != nil {
-			return err
-		}
-		c.procs[i] = np
-		return c.waitHealthy(ctx, np, c.Host+"/readyz", true)
-	}
-	return fmt.Errorf("no kube-apiserver in this cluster")
-}
-
-func (c *Cluster) process(name string) *proc.Process {
-	for _, p := range c.procs {
-		if p.Name == name {
-			return p
-		}
-	}
-	return nil
 }
 
 // RESTConfig returns an admin client configuration for the cluster.

@@ -90,6 +90,8 @@ func TestStartServeStop(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
+	outages(t, c)
+
 	pids := c.PIDs()
 	dir := c.Dir
 	c.Stop()
@@ -147,4 +149,43 @@ func BenchmarkStart(b *testing.B) {
 		c.Stop()
 	}
 	b.ReportMetric(toReady.Seconds()/float64(b.N), "s-to-ready/op")
+}
+
+// outages kills the API server and stops etcd, each while a client works:
+// requests fail during the outage, and afterwards the same client works
+// again and what was stored before is still there.
+func outages(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	cms := c.Client().CoreV1().ConfigMaps("default")
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.KillAPIServer()
+	if _, err := cms.Get(ctx, "before", metav1.GetOptions{}); err == nil {
+		t.Fatal("a request succeeded while the API server was killed")
+	}
+	if err := c.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Get(ctx, "before", metav1.GetOptions{}); err != nil {
+		t.Fatalf("after the API server came back: %v", err)
+	}
+
+	c.StopEtcd(5 * time.Second)
+	short, cancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err := cms.Create(short, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "during"}}, metav1.CreateOptions{})
+	cancel()
+	if err == nil {
+		t.Fatal("a write succeeded while etcd was stopped")
+	}
+	if err := c.StartEtcd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Get(ctx, "before", metav1.GetOptions{}); err != nil {
+		t.Fatalf("after etcd came back, its data is gone: %v", err)
+	}
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("write after etcd came back: %v", err)
+	}
 }

@@ -24,6 +24,13 @@ const (
 	// AnnotationAddress is the configuration address that produced the
 	// object, e.g. gpuslice_workload.ollama.
 	AnnotationAddress = "gpuslice.dev/address"
+	// AnnotationOnDestroy on a model volume says what pruning it does:
+	// "delete" deletes it; otherwise it is kept, released from the stack
+	// with AnnotationKeptFor, for the workload's next creation to take.
+	AnnotationOnDestroy = "gpuslice.dev/on-destroy"
+	// AnnotationKeptFor names the address a kept model volume was released
+	// from; a workload of that address takes it back without -adopt.
+	AnnotationKeptFor = "gpuslice.dev/kept-for"
 	// FieldManager is the server-side apply field manager.
 	FieldManager = "gpuslice"
 )

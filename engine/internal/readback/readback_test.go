@@ -53,7 +53,7 @@ func fullWorkload(kind string) *spec.Workload {
 			ReadinessProbe: &spec.Probe{HTTPPath: "/api/version", Port: 11434, InitialDelaySeconds: 5, PeriodSeconds: 10, TimeoutSeconds: 2, FailureThreshold: 3},
 			LivenessProbe:  &spec.Probe{Command: []string{"true"}, InitialDelaySeconds: 1, PeriodSeconds: 20, TimeoutSeconds: 1, FailureThreshold: 5},
 		},
-		ModelVolume:   &spec.ModelVolume{Size: "20Gi", MountPath: "/root/.ollama", StorageClass: "fast", AccessMode: "ReadWriteOnce"},
+		ModelVolume:   &spec.ModelVolume{Size: "20Gi", MountPath: "/root/.ollama", StorageClass: "fast", AccessMode: "ReadWriteOnce", DeleteOnDestroy: true},
 		Model:         &spec.Model{Name: "llama3.2:3b", ContextLength: 16384, KVCacheType: "q8_0"},
 		Expose:        &spec.Expose{Port: 80, TargetPort: 11434, Type: "NodePort"},
 		PreloadModels: []string{"llama3.2:3b", "qwen2.5:0.5b"},

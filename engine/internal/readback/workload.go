@@ -159,10 +159,11 @@ func readVolume(ctx context.Context, v *view.View, w *spec.Workload, k corev1.Co
 		return nil
 	}
 	var pvcSpec *corev1.PersistentVolumeClaimSpec
+	var annotations map[string]string
 	if w.Kind == spec.KindStatefulSet {
 		for i := range claimTemplates {
 			if claimTemplates[i].Name == render.VolumeName(w) {
-				pvcSpec = &claimTemplates[i].Spec
+				pvcSpec, annotations = &claimTemplates[i].Spec, claimTemplates[i].Annotations
 			}
 		}
 	} else {
@@ -170,7 +171,7 @@ func readVolume(ctx context.Context, v *view.View, w *spec.Workload, k corev1.Co
 		if pvc == nil || err != nil {
 			return err
 		}
-		pvcSpec = &pvc.Spec
+		pvcSpec, annotations = &pvc.Spec, pvc.Annotations
 	}
 	if pvcSpec == nil {
 		return nil
@@ -178,7 +179,8 @@ func readVolume(ctx context.Context, v *view.View, w *spec.Workload, k corev1.Co
 	if prior == nil {
 		prior = &spec.ModelVolume{}
 	}
-	mv := &spec.ModelVolume{MountPath: k.VolumeMounts[0].MountPath, AccessMode: "ReadWriteOnce"}
+	mv := &spec.ModelVolume{MountPath: k.VolumeMounts[0].MountPath, AccessMode: "ReadWriteOnce",
+		DeleteOnDestroy: annotations[objects.AnnotationOnDestroy] == "delete"}
 	if size, ok := pvcSpec.Resources.Requests[corev1.ResourceStorage]; ok {
 		mv.Size = quantity(size, prior.Size)
 	}

@@ -1,0 +1,169 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpuslice/gpuslice/internal/cluster"
+	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(clustertest.Main(m, cluster.Options{}, nil))
+}
+
+func store(t *testing.T) Store {
+	c := clustertest.Shared(t)
+	return Store{Client: c.Client(), Namespace: "gpuslice-system"}
+}
+
+func acquire(t *testing.T, s Store, stack string, opts Options) *Lock {
+	t.Helper()
+	l, err := s.Acquire(context.Background(), stack, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Release(context.Background()) })
+	return l
+}
+
+// The lock is a Lease beside the inventory with the holder on it; a
+// second writer fails at once, naming the holder and since when, in
+// Terraform's words; release removes the Lease and the next writer gets it.
+func TestSecondWriterFailsNamingTheHolder(t *testing.T) {
+	s := store(t)
+	ctx := context.Background()
+	first := acquire(t, s, "held", Options{Who: "alice@laptop", Operation: "gpuslice apply", Path: "/work/infra"})
+
+	lease, err := s.Client.CoordinationV1().Leases("gpuslice-system").Get(ctx, "gpuslice-lock-held", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *lease.Spec.HolderIdentity != first.Info().ID || *lease.Spec.LeaseDurationSeconds != 15 || lease.Spec.AcquireTime == nil ||
+		lease.Annotations["gpuslice.dev/lock-who"] != "alice@laptop" || lease.Annotations["gpuslice.dev/stack"] != "held" {
+		t.Fatalf("lease = %+v %v", lease.Spec, lease.Annotations)
+	}
+
+	_, err = s.Acquire(ctx, "held", Options{Who: "bob@desk", Operation: "gpuslice apply"})
+	var held *HeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("second Acquire: %v, want a HeldError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"Error acquiring the state lock", `stack "held" is locked by alice@laptop (gpuslice apply) since`,
+		"ID:        " + first.Info().ID, "Path:      /work/infra", "-lock-timeout", "gpuslice force-unlock held", "-lock=false"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Client.CoordinationV1().Leases("gpuslice-system").Get(ctx, "gpuslice-lock-held", metav1.GetOptions{}); err == nil {
+		t.Error("the Lease is still there after Release")
+	}
+	second := acquire(t, s, "held", Options{Who: "bob@desk", Operation: "gpuslice apply"})
+	if second.TookOver != nil {
+		t.Errorf("a released lock counts as taken over from %v", second.TookOver)
+	}
+}
+
+// With a timeout the second writer waits, says so once, and gets the lock
+// when the first releases it.
+func TestWaitForTheHolder(t *testing.T) {
+	s := store(t)
+	first := acquire(t, s, "wait", Options{Operation: "gpuslice reconcile"})
+	waiting := make(chan Info, 1)
+	got := make(chan error, 1)
+	go func() {
+		l, err := s.Acquire(context.Background(), "wait", Options{Operation: "gpuslice apply", Timeout: time.Minute,
+			Waiting: func(h Info) { waiting <- h }})
+		if err == nil {
+			defer l.Release(context.Background())
+		}
+		got <- err
+	}()
+	select {
+	case h := <-waiting:
+		if h.ID != first.Info().ID || h.Operation != "gpuslice reconcile" {
+			t.Errorf("waiting for %+v", h)
+		}
+	case err := <-got:
+		t.Fatalf("Acquire returned while the lock was held: %v", err)
+	}
+	first.Release(context.Background())
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The holder renews its lock: it stays held well past its duration. A
+// holder that stops renewing (killed) loses it after its duration, and a
+// waiting writer takes it over, knowing from whom.
+func TestRenewalAndTakeOver(t *testing.T) {
+	s := store(t)
+	ctx := context.Background()
+	first := acquire(t, s, "renew", Options{Who: "alice@laptop", Operation: "gpuslice apply", Duration: 2 * time.Second})
+	// Two full durations pass while the holder renews.
+	start := time.Now()
+	for time.Since(start) < 5*time.Second {
+		if _, err := s.Acquire(ctx, "renew", Options{Operation: "probe"}); err == nil {
+			t.Fatalf("took a renewed lock after %s", time.Since(start))
+		}
+		select {
+		case <-first.Lost():
+			t.Fatalf("holder lost its lock: %v", first.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	first.Abandon()
+	abandoned := time.Now()
+	second, err := s.Acquire(ctx, "renew", Options{Who: "bob@desk", Operation: "gpuslice apply", Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Release(ctx)
+	if second.TookOver == nil || second.TookOver.ID != first.Info().ID || second.TookOver.Who != "alice@laptop" {
+		t.Errorf("TookOver = %+v, want the abandoned holder", second.TookOver)
+	}
+	if waited := time.Since(abandoned); waited > 3*time.Second {
+		t.Errorf("took %s to take over a 2s lease", waited)
+	}
+}
+
+// force-unlock removes the lock; a holder still running notices at its
+// next renewal and reports the lock lost, through its context too.
+func TestForceUnlockFencesTheHolder(t *testing.T) {
+	s := store(t)
+	ctx := context.Background()
+	if info, err := s.ForceUnlock(ctx, "nobody"); err != nil || info != nil {
+		t.Fatalf("force-unlock of an unlocked stack: %v %v", info, err)
+	}
+	first := acquire(t, s, "force", Options{Operation: "gpuslice apply", Duration: 3 * time.Second})
+	lctx, cancel := first.Context(ctx)
+	defer cancel()
+	info, err := s.ForceUnlock(ctx, "force")
+	if err != nil || info == nil || info.ID != first.Info().ID {
+		t.Fatalf("ForceUnlock = %+v, %v", info, err)
+	}
+	select {
+	case <-first.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the holder did not notice the force-unlock within a renewal")
+	}
+	<-lctx.Done()
+	if cause := context.Cause(lctx); cause == nil || !strings.Contains(cause.Error(), "force-unlock") {
+		t.Errorf("context cause = %v", cause)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Errorf("releasing a lost lock: %v", err)
+	}
+	acquire(t, s, "force", Options{Operation: "gpuslice apply"})
+}
