@@ -41,19 +41,14 @@ func newApplyCommand() *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			intr := newInterrupts(cmd.Context(), stderr, "gpuslice")
-			defer intr.stop()
-			intr.beforeWriting(func() {})
 			// Plan and apply under one lock: nobody else writes the stack
 			// between the plan shown and the apply.
-			lk, err := lf.acquire(intr.ctx, stderr, e, c.Stack.Name, "gpuslice apply", dirArg(args))
+			w, err := lf.startWriting(cmd, stderr, e, c.Stack.Name, "gpuslice apply", dirArg(args))
 			if err != nil {
 				return err
 			}
-			defer lk.release()
-			intr.beforeWriting(lk.release)
-			stop, cancelStop := lk.stop(intr.ctx)
-			defer cancelStop()
+			defer w.end()
+			stop := w.ctx
 			p, err := planStack(stop, e, c, plan.Options{Adopt: adopt})
 			if err != nil {
 				return err
@@ -73,7 +68,7 @@ func newApplyCommand() *cobra.Command {
 				}
 				fmt.Fprintln(out)
 				start := time.Now()
-				intr.beforeWriting(nil)
+				w.started()
 				opts := apply.Options{ForceConflicts: force, Concurrency: concurrency, Progress: progressPrinter(out), Stop: stop,
 					Writer: plan.Writer{Who: lock.Me() + " (gpuslice apply)", ConfigTime: configTime(dirArg(args))}}
 				if replan {
@@ -93,11 +88,11 @@ func newApplyCommand() *cobra.Command {
 			}
 			// Waiting only reads: the lock goes back first, so a reconcile
 			// loop or a colleague need not wait for our workloads.
-			lk.release()
+			w.lock.release()
 			statuses := map[string]status.Status{}
 			if wait := engine.Changed(c.Stack, p); len(wait) > 0 && !noWait {
 				fmt.Fprintf(out, "\nWaiting for %d workload(s)…\n", len(wait))
-				statuses, err = e.Wait(intr.ctx, wait, func(addr string, st status.Status) {
+				statuses, err = e.Wait(w.intr.ctx, wait, func(addr string, st status.Status) {
 					fmt.Fprintf(out, "  %s: %s (%s) %s\n", addr, st.Phase, st.Reason, st.Message)
 				})
 				if err != nil {

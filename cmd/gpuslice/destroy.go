@@ -30,17 +30,12 @@ func newDestroyCommand() *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			intr := newInterrupts(cmd.Context(), stderr, "gpuslice")
-			defer intr.stop()
-			intr.beforeWriting(func() {})
-			lk, err := lf.acquire(intr.ctx, stderr, e, c.Stack.Name, "gpuslice destroy", dirArg(args))
+			w, err := lf.startWriting(cmd, stderr, e, c.Stack.Name, "gpuslice destroy", dirArg(args))
 			if err != nil {
 				return err
 			}
-			defer lk.release()
-			intr.beforeWriting(lk.release)
-			stop, cancelStop := lk.stop(intr.ctx)
-			defer cancelStop()
+			defer w.end()
+			stop := w.ctx
 			p, err := e.PlanDestroy(stop, c.Stack.Name)
 			if err != nil {
 				return err
@@ -61,7 +56,7 @@ func newDestroyCommand() *cobra.Command {
 				return fmt.Errorf("destroy cancelled")
 			}
 			start := time.Now()
-			intr.beforeWriting(nil)
+			w.started()
 			if err := e.Destroy(cmd.Context(), p, apply.Options{Progress: progressPrinter(out), Stop: stop,
 				Writer: plan.Writer{Who: lock.Me() + " (gpuslice destroy)"}}); err != nil {
 				return err

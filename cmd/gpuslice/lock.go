@@ -122,3 +122,38 @@ func newForceUnlockCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&force, "force", false, "do not ask for confirmation")
 	return cmd
 }
+
+// writing is what apply and destroy hold from their plan to their last
+// write: Ctrl-C handling and the stack's state lock. ctx ends on an
+// interrupt or when the lock is lost.
+type writing struct {
+	intr   *interrupts
+	lock   *held
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// startWriting takes the stack's lock for operation. Until the first write
+// (writing.started), an interrupt releases the lock and exits at once.
+func (lf *lockFlags) startWriting(cmd *cobra.Command, stderr io.Writer, e *engine.Engine, stack, operation, dir string) (*writing, error) {
+	intr := newInterrupts(cmd.Context(), stderr, "gpuslice")
+	intr.beforeWriting(func() {})
+	lk, err := lf.acquire(intr.ctx, stderr, e, stack, operation, dir)
+	if err != nil {
+		intr.stop()
+		return nil, err
+	}
+	intr.beforeWriting(lk.release)
+	ctx, cancel := lk.stop(intr.ctx)
+	return &writing{intr: intr, lock: lk, ctx: ctx, cancel: cancel}, nil
+}
+
+// started makes interrupts graceful stops: writes are under way.
+func (w *writing) started() { w.intr.beforeWriting(nil) }
+
+// end releases the lock and stops listening for interrupts.
+func (w *writing) end() {
+	w.cancel()
+	w.lock.release()
+	w.intr.stop()
+}

@@ -37,12 +37,7 @@ func PushNodePluginImage(ctx context.Context, reg *localregistry.Registry, binDi
 	if err != nil {
 		return "", err
 	}
-	ref := localregistry.Host + "/" + images.NodePluginRepository + ":" + version
-	digest, err := reg.Push(ctx, ref, img)
-	if err != nil {
-		return "", err
-	}
-	return ref + "@" + digest.String(), nil
+	return pushNodePlugin(ctx, reg, img, version)
 }
 
 // PushBuiltNodePluginImage pushes the image `make image` built
@@ -53,6 +48,10 @@ func PushBuiltNodePluginImage(ctx context.Context, reg *localregistry.Registry, 
 	if err != nil {
 		return "", err
 	}
+	return pushNodePlugin(ctx, reg, img, version)
+}
+
+func pushNodePlugin(ctx context.Context, reg *localregistry.Registry, img v1.Image, version string) (string, error) {
 	ref := localregistry.Host + "/" + images.NodePluginRepository + ":" + version
 	digest, err := reg.Push(ctx, ref, img)
 	if err != nil {
