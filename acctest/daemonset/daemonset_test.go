@@ -109,7 +109,7 @@ func pluginPods(t *testing.T, env *realnodetest.Env, image string) map[string]co
 	t.Helper()
 	client := env.Cluster.Client()
 	out := map[string]corev1.Pod{}
-	eventually(t, 3*time.Minute, "plugin pods running "+image+" and slices published", func() (bool, string) {
+	realnodetest.Eventually(t, 3*time.Minute, "plugin pods running "+image+" and slices published", func() (bool, string) {
 		pods, err := client.CoreV1().Pods(namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gpuslice-nodeplugin"})
 		if err != nil {
 			return false, err.Error()
@@ -233,7 +233,7 @@ func TestNodePluginDaemonSet(t *testing.T) {
 	}
 	spec := filepath.Join(node.CDIDir(), "gpuslice.dev-claim_"+string(claim.UID)+".json")
 	acct := filepath.Join(node.AccountingDir(), string(claim.UID))
-	eventually(t, 2*time.Minute, "the new plugin unprepares the claim", func() (bool, string) {
+	realnodetest.Eventually(t, 2*time.Minute, "the new plugin unprepares the claim", func() (bool, string) {
 		_, specErr := os.Stat(spec)
 		_, acctErr := os.Stat(acct)
 		return os.IsNotExist(specErr) && os.IsNotExist(acctErr), fmt.Sprintf("spec: %v, accounting: %v", specErr, acctErr)
@@ -243,7 +243,7 @@ func TestNodePluginDaemonSet(t *testing.T) {
 func logsWith(t *testing.T, client kubernetes.Interface, pod, want string) string {
 	t.Helper()
 	var logs string
-	eventually(t, 2*time.Minute, "log line "+want, func() (bool, string) {
+	realnodetest.Eventually(t, 2*time.Minute, "log line "+want, func() (bool, string) {
 		raw, err := client.CoreV1().Pods("default").GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(context.Background())
 		logs = string(raw)
 		if err != nil {
@@ -256,19 +256,4 @@ func logsWith(t *testing.T, client kubernetes.Interface, pod, want string) strin
 		return strings.Contains(logs, want), logs
 	})
 	return logs
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s; last state: %s", what, timeout, state)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }

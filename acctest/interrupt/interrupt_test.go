@@ -10,13 +10,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+	"github.com/gpuslice/gpuslice/internal/proc/proctest"
 )
 
 func TestMain(m *testing.M) {
@@ -62,23 +62,6 @@ resource "gpuslice_workload" "w%d" {
 	return b.String()
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // Ctrl-C while tofu applies: tofu stops, the provider lets the writes in
 // flight finish, and state and cluster stay consistent — the next plan
 // shows exactly the resources not created (nothing to change or destroy),
@@ -109,25 +92,11 @@ func TestTofuApplyInterrupted(t *testing.T) {
 		"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9")
 	// start runs tofu in a process group of its own (with the provider it
 	// starts), as a terminal would; cleanup kills the group.
-	start := func(args ...string) (*exec.Cmd, *syncBuffer, <-chan struct{}) {
+	start := func(args ...string) (*exec.Cmd, *proctest.Output, <-chan struct{}) {
 		cmd := exec.Command(tofu, args...)
 		cmd.Dir, cmd.Env = dir, env
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		out := &syncBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		t.Cleanup(func() {
-			select {
-			case <-exited:
-			default:
-				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-				<-exited
-			}
-		})
+		out, exited := proctest.Start(t, cmd)
 		return cmd, out, exited
 	}
 	run := func(args ...string) (string, int) {

@@ -113,27 +113,11 @@ func destroyStack(t *testing.T, env *realnodetest.Env, dir, stack string) {
 	}
 }
 
-// eventually polls cond every 100 ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s; last state: %s", what, timeout, state)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // jobPod waits for the pod of job name in ns.
 func jobPod(t *testing.T, env *realnodetest.Env, ns, name string) *corev1.Pod {
 	t.Helper()
 	var pod *corev1.Pod
-	eventually(t, 2*time.Minute, "a pod of job "+name, func() (bool, string) {
+	realnodetest.Eventually(t, 2*time.Minute, "a pod of job "+name, func() (bool, string) {
 		pods, err := env.Cluster.Client().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "job-name=" + name})
 		if err != nil || len(pods.Items) == 0 {
 			return false, errString(err)
@@ -148,7 +132,7 @@ func jobPod(t *testing.T, env *realnodetest.Env, ns, name string) *corev1.Pod {
 func logsWith(t *testing.T, env *realnodetest.Env, pod *corev1.Pod, container, want string) string {
 	t.Helper()
 	var logs string
-	eventually(t, 2*time.Minute, "log line "+want+" of "+pod.Name, func() (bool, string) {
+	realnodetest.Eventually(t, 2*time.Minute, "log line "+want+" of "+pod.Name, func() (bool, string) {
 		raw, err := env.Cluster.Client().CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
 		logs = string(raw)
 		if err != nil {
@@ -167,7 +151,7 @@ func logsWith(t *testing.T, env *realnodetest.Env, pod *corev1.Pod, container, w
 func claimUID(t *testing.T, env *realnodetest.Env, pod *corev1.Pod) string {
 	t.Helper()
 	var uid string
-	eventually(t, time.Minute, "the claim of pod "+pod.Name, func() (bool, string) {
+	realnodetest.Eventually(t, time.Minute, "the claim of pod "+pod.Name, func() (bool, string) {
 		p, err := env.Cluster.Client().CoreV1().Pods(pod.Namespace).Get(context.Background(), pod.Name, metav1.GetOptions{})
 		if err != nil || len(p.Status.ResourceClaimStatuses) == 0 || p.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
 			return false, errString(err)
@@ -202,7 +186,7 @@ func waitUnprepared(t *testing.T, n *realnode.Node, uid string) {
 	t.Helper()
 	spec := filepath.Join(n.CDIDir(), cdispec.SpecName(uid))
 	acct := filepath.Join(n.AccountingDir(), uid)
-	eventually(t, 2*time.Minute, "NodeUnprepareResources of claim "+uid, func() (bool, string) {
+	realnodetest.Eventually(t, 2*time.Minute, "NodeUnprepareResources of claim "+uid, func() (bool, string) {
 		_, specErr := os.Stat(spec)
 		_, acctErr := os.Stat(acct)
 		return os.IsNotExist(specErr) && os.IsNotExist(acctErr), fmt.Sprintf("spec: %v, accounting dir: %v", specErr, acctErr)

@@ -146,7 +146,7 @@ func TestNodeRebootRecreatesSpecs(t *testing.T) {
 	if err := node.Reboot(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, "the pod's container restarted after the reboot", func() (bool, string) {
+	realnodetest.Eventually(t, 2*time.Minute, "the pod's container restarted after the reboot", func() (bool, string) {
 		p, err := env.Cluster.Client().CoreV1().Pods(pod.Namespace).Get(context.Background(), pod.Name, metav1.GetOptions{})
 		if err != nil || len(p.Status.ContainerStatuses) == 0 {
 			return false, errString(err)

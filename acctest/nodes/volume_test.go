@@ -53,7 +53,7 @@ func TestModelVolumeKeepsItsFiles(t *testing.T) {
 
 	reapply(t, env, dir, "volume", stackHCL("volume", modelJob("models", `read -r m < /models/marker; echo "found: $m"; exec slice-check --sleep`)))
 	var second *corev1.Pod
-	eventually(t, 2*time.Minute, "a new pod of job models", func() (bool, string) {
+	realnodetest.Eventually(t, 2*time.Minute, "a new pod of job models", func() (bool, string) {
 		pods, err := env.Cluster.Client().CoreV1().Pods("volume").List(ctx, metav1.ListOptions{LabelSelector: "job-name=models"})
 		if err != nil {
 			return false, err.Error()

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine"
 	"github.com/gpuslice/gpuslice/engine/lock"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+	"github.com/gpuslice/gpuslice/internal/proc/proctest"
 )
 
 // stackConfig is one package, one quota and n zero-replica workloads in
@@ -50,7 +51,7 @@ func writeConfig(t *testing.T, config string) string {
 }
 
 // waitOutput waits until the process's output contains want (or it exits).
-func waitOutput(t *testing.T, out *syncBuffer, exited <-chan struct{}, want string) {
+func waitOutput(t *testing.T, out *proctest.Output, exited <-chan struct{}, want string) {
 	t.Helper()
 	deadline := time.After(2 * time.Minute) // a bound for a hung test, not a timing assertion
 	for !strings.Contains(out.String(), want) {
@@ -68,25 +69,11 @@ func waitOutput(t *testing.T, out *syncBuffer, exited <-chan struct{}, want stri
 }
 
 // start starts the CLI; the test's cleanup kills it by PID if still running.
-func start(t *testing.T, env []string, args ...string) (*exec.Cmd, *syncBuffer, <-chan struct{}) {
+func start(t *testing.T, env []string, args ...string) (*exec.Cmd, *proctest.Output, <-chan struct{}) {
 	t.Helper()
 	cmd := exec.Command(gpusliceBin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
+	out, exited := proctest.Start(t, cmd)
 	return cmd, out, exited
 }
 

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+	"github.com/gpuslice/gpuslice/internal/proc/proctest"
 )
 
 var gpusliceBin string
@@ -196,7 +195,7 @@ func TestReconcileCorrectsDrift(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "main.tf"), []byte(strings.ReplaceAll(cliConfig, "cli", "gitops")), 0o644)
 	cmd := exec.Command(gpusliceBin, "reconcile", dir, "-stack", "gitops", "-interval", "500ms")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath)
-	var out syncBuffer
+	var out proctest.Output
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -244,22 +243,4 @@ func TestReconcileCorrectsDrift(t *testing.T) {
 		t.Fatalf("reconcile after SIGTERM: %v\n%s", err, out.String())
 	}
 	run(t, []string{"KUBECONFIG=" + c.KubeconfigPath}, "destroy", dir, "-stack", "gitops", "-auto-approve")
-}
-
-// syncBuffer is a bytes.Buffer safe to read while the process writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
@@ -215,4 +216,22 @@ func (e *Env) PushNodePlugin(tb testing.TB, version string) string {
 		tb.Fatal(err)
 	}
 	return ref
+}
+
+// Eventually checks cond every 100 ms until it holds, failing the test
+// with cond's last state when timeout (a bound for a hung node, not a
+// timing assertion) passes first.
+func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s: not within %s; last state: %s", what, timeout, state)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
