@@ -44,11 +44,25 @@ func claimRefs(claims []*resourcev1.ResourceClaim) []*drapb.Claim {
 // Prepare calls NodePrepareResources for claims and returns each claim's
 // CDI device IDs by claim UID; a claim the plugin failed is an error.
 func (c *Client) Prepare(ctx context.Context, claims ...*resourcev1.ResourceClaim) (map[string][]string, error) {
+	devices, err := c.PrepareDevices(ctx, claims...)
+	out := map[string][]string{}
+	for uid, ds := range devices {
+		for _, d := range ds {
+			out[uid] = append(out[uid], d.CdiDeviceIds...)
+		}
+	}
+	return out, err
+}
+
+// PrepareDevices calls NodePrepareResources for claims and returns each
+// claim's devices as the plugin answered (request names, pool, device, CDI
+// device IDs) by claim UID; a claim the plugin failed is an error.
+func (c *Client) PrepareDevices(ctx context.Context, claims ...*resourcev1.ResourceClaim) (map[string][]*drapb.Device, error) {
 	resp, err := c.dra.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: claimRefs(claims)})
 	if err != nil {
 		return nil, fmt.Errorf("NodePrepareResources: %w", err)
 	}
-	out := map[string][]string{}
+	out := map[string][]*drapb.Device{}
 	var errs []error
 	for _, cl := range claims {
 		r, ok := resp.Claims[string(cl.UID)]
@@ -58,9 +72,7 @@ func (c *Client) Prepare(ctx context.Context, claims ...*resourcev1.ResourceClai
 		case r.Error != "":
 			errs = append(errs, fmt.Errorf("claim %s/%s: %s", cl.Namespace, cl.Name, r.Error))
 		default:
-			for _, d := range r.Devices {
-				out[string(cl.UID)] = append(out[string(cl.UID)], d.CdiDeviceIds...)
-			}
+			out[string(cl.UID)] = r.Devices
 		}
 	}
 	return out, errors.Join(errs...)

@@ -1,5 +1,5 @@
 // Package cdispec writes the Container Device Interface spec of a prepared
-// claim: the GPU's device nodes and driver files, the shim library and an
+// claim: its GPUs' device nodes and driver files, the shim library and an
 // /etc/ld.so.preload that loads it, the slice's limits in the environment,
 // and the claim's accounting directory. One spec file per claim, named
 // after the claim's UID, so a container runtime never reuses a stale one.
@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
@@ -24,18 +25,29 @@ const (
 	Kind   = Vendor + "/" + Class
 )
 
-// EnvGPUUUID tells programs in the container which physical GPU the slice is on.
+// EnvGPUUUID tells programs in the container which physical GPUs the
+// claim is on: one UUID for a slice, several, comma-separated, for a claim
+// of whole GPUs.
 const EnvGPUUUID = "GPUSLICE_GPU_UUID"
 
 // Slice is what the spec of one claim needs to know.
 type Slice struct {
-	ClaimUID    string
-	GPUUUID     string
-	GPUMinor    int
+	ClaimUID string
+	// GPUs are the claim's GPUs: one for a slice, several for a claim of
+	// whole GPUs (a multi-GPU pod).
+	GPUs []GPU
+	// MemoryBytes and Fraction are the claim's limits, which the shim
+	// enforces for the claim as a whole (one accounting region).
 	MemoryBytes uint64
 	Fraction    int // compute share, percent
 	// AccountingDir is the claim's host directory holding the shim's region.
 	AccountingDir string
+}
+
+// GPU is one of a claim's GPUs.
+type GPU struct {
+	UUID  string
+	Minor int // its /dev/nvidia<Minor>
 }
 
 // Host is where the node's shared files are.
@@ -60,14 +72,25 @@ func SpecName(claimUID string) string {
 
 // Build returns the spec of one claim.
 func Build(s Slice, h Host) (*specs.Spec, error) {
+	if len(s.GPUs) == 0 {
+		return nil, fmt.Errorf("CDI spec of claim %s: no GPU", s.ClaimUID)
+	}
+	uuids := make([]string, len(s.GPUs))
+	minors := make([]int, len(s.GPUs))
+	for i, g := range s.GPUs {
+		uuids[i], minors[i] = g.UUID, g.Minor
+	}
+	// UUIDs rather than indexes: the container sees only these GPUs, and
+	// CUDA and the NVIDIA runtime both take a comma-separated UUID list.
+	visible := strings.Join(uuids, ",")
 	edits := specs.ContainerEdits{
 		Env: []string{
 			contract.EnvMemoryLimit + "=" + strconv.FormatUint(s.MemoryBytes, 10),
 			contract.EnvComputeShare + "=" + strconv.Itoa(s.Fraction),
 			contract.EnvAccountingDir + "=" + contract.ContainerAccountingDir,
-			EnvGPUUUID + "=" + s.GPUUUID,
-			"CUDA_VISIBLE_DEVICES=" + s.GPUUUID,
-			"NVIDIA_VISIBLE_DEVICES=" + s.GPUUUID,
+			EnvGPUUUID + "=" + visible,
+			"CUDA_VISIBLE_DEVICES=" + visible,
+			"NVIDIA_VISIBLE_DEVICES=" + visible,
 		},
 		Mounts: []*specs.Mount{
 			{HostPath: h.ShimLibrary, ContainerPath: contract.ContainerLibraryPath, Options: []string{"ro", "nosuid", "nodev", "bind"}},
@@ -75,7 +98,7 @@ func Build(s Slice, h Host) (*specs.Spec, error) {
 			{HostPath: s.AccountingDir, ContainerPath: contract.ContainerAccountingDir, Options: []string{"rw", "nosuid", "nodev", "noexec", "bind"}},
 		},
 	}
-	nodes, err := h.Devices.Nodes(s.GPUMinor)
+	nodes, err := h.Devices.Nodes(minors...)
 	if err != nil {
 		return nil, fmt.Errorf("CDI spec of claim %s: %w", s.ClaimUID, err)
 	}

@@ -63,7 +63,7 @@ func TestSpecContent(t *testing.T) {
 	root := fakeDriverRoot(t, "550.54.15")
 	files, _ := cdispec.FindDriverFiles(root, root, "550.54.15")
 	spec, err := cdispec.Build(cdispec.Slice{
-		ClaimUID: "0b6e4c3a-uid", GPUUUID: "GPU-abc", GPUMinor: 3, MemoryBytes: 8 << 30, Fraction: 25, AccountingDir: "/run/gpuslice/claims/0b6e4c3a-uid",
+		ClaimUID: "0b6e4c3a-uid", GPUs: []cdispec.GPU{{UUID: "GPU-abc", Minor: 3}}, MemoryBytes: 8 << 30, Fraction: 25, AccountingDir: "/run/gpuslice/claims/0b6e4c3a-uid",
 	}, cdispec.Host{ShimLibrary: "/var/lib/gpuslice/shim/libgpuslice-1a2b.so", PreloadFile: "/var/lib/gpuslice/ld.so.preload", DriverFiles: files, Devices: cdispec.Devices{Simulated: true}})
 	if err != nil {
 		t.Fatal(err)

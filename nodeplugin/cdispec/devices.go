@@ -41,10 +41,15 @@ func simulatedNumbers(name string) (major, minor int64) {
 	}
 }
 
-// Nodes lists the device nodes a container on GPU minor needs.
-func (d Devices) Nodes(minor int) ([]*specs.DeviceNode, error) {
+// Nodes lists the device nodes a container on the GPUs with these minors
+// needs: each GPU's own node, then the driver's shared ones once.
+func (d Devices) Nodes(minors ...int) ([]*specs.DeviceNode, error) {
 	var out []*specs.DeviceNode
-	for _, name := range []string{fmt.Sprintf("nvidia%d", minor), "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"} {
+	var names []string
+	for _, m := range minors {
+		names = append(names, fmt.Sprintf("nvidia%d", m))
+	}
+	for _, name := range append(names, "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools") {
 		node := &specs.DeviceNode{Path: "/dev/" + name, Type: "c", Permissions: "rw"}
 		if d.Simulated {
 			node.Major, node.Minor = simulatedNumbers(name)

@@ -35,24 +35,60 @@ const (
 // Claim is what the plugin needs to undo or recreate a claim's preparation
 // without the API server.
 type Claim struct {
-	State       State  `json:"state"`
-	Namespace   string `json:"namespace"`
-	Name        string `json:"name"`
-	Request     string `json:"request"`
-	Pool        string `json:"pool"`
-	Device      string `json:"device"`
-	GPUUUID     string `json:"gpuUUID"`
-	GPUIndex    int    `json:"gpuIndex"`
-	GPUMinor    int    `json:"gpuMinor"`
-	Fraction    int    `json:"fraction"`
-	MemoryBytes uint64 `json:"memoryBytes"`
+	State     State  `json:"state"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Devices are the claim's gpuslice devices on this node: one slice, or
+	// several whole GPUs (a multi-GPU pod), each on a different GPU.
+	Devices []Device `json:"devices"`
 	// PodUIDs are the pods the claim is reserved for: their cgroups tell
 	// which GPU processes belong to the claim.
 	PodUIDs []string `json:"podUIDs,omitempty"`
 }
 
+// Device is one allocated device of a claim and the GPU it is on.
+type Device struct {
+	Request     string `json:"request"`
+	Pool        string `json:"pool"`
+	Name        string `json:"name"`
+	GPUUUID     string `json:"gpuUUID"`
+	GPUIndex    int    `json:"gpuIndex"`
+	GPUMinor    int    `json:"gpuMinor"`
+	Fraction    int    `json:"fraction"`
+	MemoryBytes uint64 `json:"memoryBytes"`
+}
+
+// MemoryBytes is the claim's memory budget: its devices' memory together
+// (the shim keeps one budget per claim).
+func (c Claim) MemoryBytes() uint64 {
+	var sum uint64
+	for _, d := range c.Devices {
+		sum += d.MemoryBytes
+	}
+	return sum
+}
+
+// Fraction is the claim's compute share in percent: its slice's, or 100
+// for whole GPUs (a claim of several devices holds only whole GPUs).
+func (c Claim) Fraction() int {
+	share := 0
+	for _, d := range c.Devices {
+		share = max(share, d.Fraction)
+	}
+	return share
+}
+
+// GPUUUIDs lists the claim's GPUs in device order.
+func (c Claim) GPUUUIDs() []string {
+	out := make([]string, 0, len(c.Devices))
+	for _, d := range c.Devices {
+		out = append(out, d.GPUUUID)
+	}
+	return out
+}
+
 // Checkpoint is the plugin's whole record, as the plugin uses it; on disk it
-// is one of the versioned formats below.
+// is one of the versioned formats (formats.go).
 type Checkpoint struct {
 	BootID string
 	Claims map[string]Claim // by claim UID
@@ -60,50 +96,6 @@ type Checkpoint struct {
 
 // New returns an empty checkpoint for a boot.
 func New(bootID string) *Checkpoint { return &Checkpoint{BootID: bootID, Claims: map[string]Claim{}} }
-
-// Version is the file format Save and Stage write.
-const Version = "v1"
-
-// fileV1 is the file in format v1. The version stays outside the checksummed
-// data so that a reader can tell a format it cannot check from a damaged
-// file; a damaged version string reads as an unknown format, which is
-// refused with the file kept: the safe side.
-type fileV1 struct {
-	Version  string          `json:"version"`
-	Checksum uint32          `json:"checksum"` // CRC-32C of Data
-	Data     json.RawMessage `json:"data"`     // a checkpointV1
-}
-
-// checkpointV1 is the data of format v1. Claim's JSON is part of it: a
-// change an older reader would misread needs a new version.
-type checkpointV1 struct {
-	BootID string           `json:"bootID"`
-	Claims map[string]Claim `json:"claims"`
-}
-
-// fileV0 is the unversioned file of the first releases: the same
-// checksummed data as v1, without the version.
-type fileV0 struct {
-	Checksum uint32          `json:"checksum"`
-	Data     json.RawMessage `json:"data"` // a checkpointV0
-}
-
-type checkpointV0 struct {
-	BootID string           `json:"bootID"`
-	Claims map[string]Claim `json:"claims"`
-}
-
-func fromV0(c checkpointV0) checkpointV1 { return checkpointV1(c) }
-
-func fromV1(c checkpointV1) *Checkpoint {
-	cp := New(c.BootID)
-	for uid, claim := range c.Claims {
-		cp.Claims[uid] = claim
-	}
-	return cp
-}
-
-func toV1(cp *Checkpoint) checkpointV1 { return checkpointV1{BootID: cp.BootID, Claims: cp.Claims} }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
@@ -177,7 +169,7 @@ func (f *File) Load() (*Checkpoint, error) {
 	if head.Version != nil && json.Unmarshal(head.Version, &version) != nil {
 		version = string(head.Version)
 	}
-	var v1 checkpointV1
+	var v2 checkpointV2
 	switch version {
 	case "":
 		var file fileV0
@@ -188,13 +180,23 @@ func (f *File) Load() (*Checkpoint, error) {
 		if err := f.open(file.Checksum, file.Data, &v0); err != nil {
 			return nil, err
 		}
-		v1 = fromV0(v0)
-	case Version:
+		v2 = fromV1(fromV0(v0))
+	case "v1":
 		var file fileV1
+		var v1 checkpointV1
 		if err := f.unmarshal(data, &file); err != nil {
 			return nil, err
 		}
 		if err := f.open(file.Checksum, file.Data, &v1); err != nil {
+			return nil, err
+		}
+		v2 = fromV1(v1)
+	case Version:
+		var file fileV2
+		if err := f.unmarshal(data, &file); err != nil {
+			return nil, err
+		}
+		if err := f.open(file.Checksum, file.Data, &v2); err != nil {
 			return nil, err
 		}
 	default:
@@ -203,7 +205,7 @@ func (f *File) Load() (*Checkpoint, error) {
 			"slice, move the file away so that this version starts with an empty checkpoint",
 			ErrUnsupportedVersion, f.path, version, Version)
 	}
-	return fromV1(v1), nil
+	return fromV2(v2), nil
 }
 
 func (f *File) unmarshal(data []byte, out any) error {
@@ -234,11 +236,11 @@ func (f *File) Save(cp *Checkpoint) error { return f.write(cp, true) }
 func (f *File) Stage(cp *Checkpoint) error { return f.write(cp, false) }
 
 func (f *File) write(cp *Checkpoint, durable bool) error {
-	data, err := json.Marshal(toV1(cp))
+	data, err := json.Marshal(toV2(cp))
 	if err != nil {
 		return fmt.Errorf("encode checkpoint: %w", err)
 	}
-	out, err := json.Marshal(fileV1{Version: Version, Checksum: crc32.Checksum(data, crcTable), Data: data})
+	out, err := json.Marshal(fileV2{Version: Version, Checksum: crc32.Checksum(data, crcTable), Data: data})
 	if err != nil {
 		return fmt.Errorf("encode checkpoint: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -24,8 +25,10 @@ func TestSaveLoad(t *testing.T) {
 		t.Fatalf("missing checkpoint loaded as %+v, %v; want an empty one", cp, err)
 	}
 	cp = checkpoint.New("boot-1")
-	cp.Claims["uid-1"] = checkpoint.Claim{State: checkpoint.PrepareStarted, Namespace: "ns", Name: "c", Device: "gpu-0-25pct-1", MemoryBytes: 8 << 30, Fraction: 25}
-	cp.Claims["uid-2"] = checkpoint.Claim{State: checkpoint.PrepareCompleted, Device: "gpu-0-50pct-1"}
+	cp.Claims["uid-1"] = checkpoint.Claim{State: checkpoint.PrepareStarted, Namespace: "ns", Name: "c",
+		Devices: []checkpoint.Device{{Name: "gpu-0-25pct-1", MemoryBytes: 8 << 30, Fraction: 25}}}
+	cp.Claims["uid-2"] = checkpoint.Claim{State: checkpoint.PrepareCompleted, Devices: []checkpoint.Device{{Name: "gpu-0-50pct-1"}}}
+	cp.Claims["uid-3"] = checkpoint.Claim{State: checkpoint.PrepareCompleted, Namespace: "ns", Name: "train", Devices: wholeGPUs(4)}
 	if err := f.Save(cp); err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +43,8 @@ func TestSaveLoad(t *testing.T) {
 	if again, err := f.Load(); err != nil || len(again.Claims) != 0 {
 		t.Fatalf("after Stage of an empty checkpoint: %+v, %v", again, err)
 	}
-	if got.BootID != "boot-1" || !reflect.DeepEqual(got.Claims["uid-1"], cp.Claims["uid-1"]) || got.Claims["uid-2"].State != checkpoint.PrepareCompleted {
+	if got.BootID != "boot-1" || !reflect.DeepEqual(got.Claims["uid-1"], cp.Claims["uid-1"]) || got.Claims["uid-2"].State != checkpoint.PrepareCompleted ||
+		!reflect.DeepEqual(got.Claims["uid-3"], cp.Claims["uid-3"]) {
 		t.Fatalf("loaded %+v, saved %+v", got, cp)
 	}
 	if v := fileVersion(t, f.Path()); v != checkpoint.Version {
@@ -59,7 +63,7 @@ func TestSaveLoad(t *testing.T) {
 func TestCorruption(t *testing.T) {
 	f, _ := checkpoint.Open(t.TempDir())
 	cp := checkpoint.New("boot-1")
-	cp.Claims["uid-1"] = checkpoint.Claim{State: checkpoint.PrepareCompleted, Device: "gpu-0-25pct-1", MemoryBytes: 8 << 30}
+	cp.Claims["uid-1"] = checkpoint.Claim{State: checkpoint.PrepareCompleted, Devices: []checkpoint.Device{{Name: "gpu-0-25pct-1", MemoryBytes: 8 << 30}}}
 	if err := f.Save(cp); err != nil {
 		t.Fatal(err)
 	}
@@ -147,8 +151,8 @@ func TestReadsUnversionedFormat(t *testing.T) {
 	}
 	want := checkpoint.New("boot-1")
 	want.Claims["uid-1"] = checkpoint.Claim{
-		State: checkpoint.PrepareCompleted, Namespace: "team-a", Name: "llm", Request: "gpu", Pool: "node-a",
-		Device: "gpu-0-25pct-1", GPUUUID: "GPU-1", Fraction: 25, MemoryBytes: 8 << 30, PodUIDs: []string{"pod-1"},
+		State: checkpoint.PrepareCompleted, Namespace: "team-a", Name: "llm", PodUIDs: []string{"pod-1"},
+		Devices: []checkpoint.Device{{Request: "gpu", Pool: "node-a", Name: "gpu-0-25pct-1", GPUUUID: "GPU-1", Fraction: 25, MemoryBytes: 8 << 30}},
 	}
 	got, err := f.Load()
 	if err != nil {
@@ -174,8 +178,8 @@ func TestReadsUnversionedFormat(t *testing.T) {
 func TestUnknownVersionRefused(t *testing.T) {
 	f, _ := checkpoint.Open(t.TempDir())
 	for name, content := range map[string]string{
-		"string version": `{"version":"v2","checksum":1,"data":{"bootID":"boot-9","claims":{},"newField":true}}`,
-		"number version": `{"version":2,"payload":"anything"}`,
+		"string version": `{"version":"v3","checksum":1,"data":{"bootID":"boot-9","claims":{},"newField":true}}`,
+		"number version": `{"version":3,"payload":"anything"}`,
 	} {
 		if err := os.WriteFile(f.Path(), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
@@ -190,4 +194,67 @@ func TestUnknownVersionRefused(t *testing.T) {
 			t.Errorf("%s: the file changed: %s", name, after)
 		}
 	}
+}
+
+// TestReadsV1Format: a file in format v1 (one device per claim;
+// testdata/checkpoint-v1.json was written by the v1 code) loads with each
+// claim's device as a list of one, and the next save writes v2.
+func TestReadsV1Format(t *testing.T) {
+	old, err := os.ReadFile(filepath.Join("testdata", "checkpoint-v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := checkpoint.Open(t.TempDir())
+	if err := os.WriteFile(f.Path(), old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := checkpoint.New("boot-1")
+	want.Claims["uid-1"] = checkpoint.Claim{
+		State: checkpoint.PrepareCompleted, Namespace: "team-a", Name: "llm", PodUIDs: []string{"pod-1"},
+		Devices: []checkpoint.Device{{Request: "gpu", Pool: "node-a", Name: "gpu-1-25pct-2", GPUUUID: "GPU-1", GPUIndex: 1, GPUMinor: 1, Fraction: 25, MemoryBytes: 8 << 30}},
+	}
+	want.Claims["uid-2"] = checkpoint.Claim{
+		State: checkpoint.PrepareStarted, Namespace: "team-b", Name: "train",
+		Devices: []checkpoint.Device{{Request: "gpu", Pool: "node-a", Name: "gpu-0-100pct-1", GPUUUID: "GPU-0", Fraction: 100, MemoryBytes: 32 << 30}},
+	}
+	got, err := f.Load()
+	if err != nil {
+		t.Fatalf("Load of a v1 checkpoint: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("loaded %+v, want %+v", got, want)
+	}
+	if c := got.Claims["uid-1"]; c.MemoryBytes() != 8<<30 || c.Fraction() != 25 {
+		t.Errorf("converted claim's limits: %d bytes, %d%%; want the v1 slice's 8 GiB and 25%%", c.MemoryBytes(), c.Fraction())
+	}
+	if err := f.Save(got); err != nil {
+		t.Fatal(err)
+	}
+	if v := fileVersion(t, f.Path()); v != "v2" {
+		t.Errorf("saved in format %q, want v2", v)
+	}
+	if again, err := f.Load(); err != nil || !reflect.DeepEqual(again, want) {
+		t.Errorf("after conversion loaded %+v, %v; want %+v", again, err, want)
+	}
+}
+
+// TestMultiDeviceLimits: a claim of four whole GPUs has the four GPUs'
+// memory as its budget and no pacing.
+func TestMultiDeviceLimits(t *testing.T) {
+	c := checkpoint.Claim{Devices: wholeGPUs(4)}
+	if c.MemoryBytes() != 4*(32<<30) || c.Fraction() != 100 {
+		t.Errorf("limits %d bytes, %d%%; want 128 GiB and 100%%", c.MemoryBytes(), c.Fraction())
+	}
+	if got := c.GPUUUIDs(); !reflect.DeepEqual(got, []string{"GPU-0", "GPU-1", "GPU-2", "GPU-3"}) {
+		t.Errorf("GPUUUIDs = %v", got)
+	}
+}
+
+func wholeGPUs(n int) []checkpoint.Device {
+	var out []checkpoint.Device
+	for i := range n {
+		out = append(out, checkpoint.Device{Request: "gpus", Pool: "node-a", Name: fmt.Sprintf("gpu-%d-100pct-1", i),
+			GPUUUID: fmt.Sprintf("GPU-%d", i), GPUIndex: i, GPUMinor: i, Fraction: 100, MemoryBytes: 32 << 30})
+	}
+	return out
 }

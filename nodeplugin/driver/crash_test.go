@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,26 +69,32 @@ func (c *child) stop() {
 }
 
 // TestCrashAtEachStep kills the plugin with SIGKILL right after each step
-// of a prepare, restarts it, and checks the retried prepare converges: one
-// spec, one accounting region, the checkpoint completed, and unprepare
-// leaves nothing behind.
-func TestCrashAtEachStep(t *testing.T) {
-	node := "crash-node"
+// of a prepare of a 25 % slice, restarts it, and checks the retried prepare
+// converges: one spec, one accounting region, the checkpoint completed, and
+// unprepare leaves nothing behind.
+func TestCrashAtEachStep(t *testing.T) { crashAtEachStep(t, "crash-node", 1, 25, 1) }
+
+// TestCrashAtEachStepMultiGPU: the same for a claim of two whole GPUs.
+func TestCrashAtEachStepMultiGPU(t *testing.T) { crashAtEachStep(t, "crash-multi-node", 2, 100, 2) }
+
+// crashAtEachStep runs the crash test on a node with gpus GPUs for claims
+// of count devices of the fraction's class.
+func crashAtEachStep(t *testing.T, node string, gpus, fraction int, count int64) {
 	e := newEnv(t, node)
 	dir := filepath.Join(t.TempDir(), node)
-	cfg := pluginConfig(e.client, node, dir, 1)
-	first := startChild(t, e, childConfig{Node: node, Dir: dir, GPUs: 1})
-	e.waitSlices(node, 7)
+	cfg := pluginConfig(e.client, node, dir, gpus)
+	first := startChild(t, e, childConfig{Node: node, Dir: dir, GPUs: gpus})
+	e.waitSlices(node, 7*gpus)
 	first.stop()
-	class := e.class(25)
+	class := e.class(fraction)
 
 	for i, step := range driver.Steps {
 		t.Run(string(step), func(t *testing.T) {
 			pod := fmt.Sprintf("crash-%d", i)
-			claimName := e.runPod(pod, class, node)
+			claimName := e.runPodN(pod, class, node, count)
 			claim, _ := e.placement(pod, claimName, true)
 
-			victim := startChild(t, e, childConfig{Node: node, Dir: dir, GPUs: 1, KillAt: step})
+			victim := startChild(t, e, childConfig{Node: node, Dir: dir, GPUs: gpus, KillAt: step})
 			prepare(t, e, cfg, claim) // the plugin dies in the middle
 			err := victim.wait()
 			var exit *exec.ExitError
@@ -95,13 +102,14 @@ func TestCrashAtEachStep(t *testing.T) {
 				t.Fatalf("plugin was to die by SIGKILL after %s; it exited with %v\n%s", step, err, victim.out)
 			}
 
-			restarted := startChild(t, e, childConfig{Node: node, Dir: dir, GPUs: 1})
+			restarted := startChild(t, e, childConfig{Node: node, Dir: dir, GPUs: gpus})
 			ids, err := prepare(t, e, cfg, claim)
 			if err != nil {
 				t.Fatalf("prepare after restart: %v\n%s", err, restarted.out)
 			}
 			uid := string(claim.UID)
-			if got := ids[uid]; len(got) != 1 || got[0] != cdispec.DeviceID(uid) {
+			// one answer per device, each the claim's one CDI device
+			if got := ids[uid]; int64(len(got)) != count || slices.ContainsFunc(got, func(id string) bool { return id != cdispec.DeviceID(uid) }) {
 				t.Fatalf("prepare after restart returned %v", ids)
 			}
 			assertPreparedOnly(t, cfg, uid)

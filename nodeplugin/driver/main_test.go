@@ -187,10 +187,17 @@ func (e *env) waitSlices(node string, want int) []resourcev1.ResourceSlice {
 // it, pinned to node, and returns the claim the controller creates.
 func (e *env) runPod(name, class, node string) string {
 	e.tb.Helper()
+	return e.runPodN(name, class, node, 1)
+}
+
+// runPodN is runPod with a request for count devices of the class (a
+// multi-GPU pod).
+func (e *env) runPodN(name, class, node string, count int64) string {
+	e.tb.Helper()
 	_, err := e.client.ResourceV1().ResourceClaimTemplates(e.ns).Create(e.ctx, &resourcev1.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{contract.LabelPackage: class}},
 		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class, Count: 1}}},
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class, Count: count}}},
 		}}},
 	}, metav1.CreateOptions{})
 	if err != nil {

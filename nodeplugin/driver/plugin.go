@@ -232,10 +232,14 @@ func (p *Plugin) claimsForMetrics() []metrics.Claim {
 	defer p.mu.Unlock()
 	var out []metrics.Claim
 	for uid, c := range p.prepared {
-		if c.State == checkpoint.PrepareCompleted {
-			out = append(out, metrics.Claim{UID: uid, Namespace: c.Namespace, Name: c.Name, GPUUUID: c.GPUUUID,
-				AccountingDir: p.accountingDir(uid), MemoryLimit: c.MemoryBytes, PodUIDs: c.PodUIDs})
+		if c.State != checkpoint.PrepareCompleted {
+			continue
 		}
+		m := metrics.Claim{UID: uid, Namespace: c.Namespace, Name: c.Name, AccountingDir: p.accountingDir(uid), PodUIDs: c.PodUIDs}
+		for _, d := range c.Devices {
+			m.GPUs = append(m.GPUs, metrics.ClaimGPU{UUID: d.GPUUUID, MemoryLimit: d.MemoryBytes})
+		}
+		out = append(out, m)
 	}
 	return out
 }

@@ -52,7 +52,7 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			continue
 		}
 		if old, ok := cp.Claims[uid]; ok {
-			if old.State == checkpoint.PrepareCompleted && old.Device == entry.Device {
+			if old.State == checkpoint.PrepareCompleted && slices.Equal(old.Devices, entry.Devices) {
 				// prepared before (the kubelet retries after restarts)
 				changed, err := p.prepareAgain(cp, uid, old, entry)
 				if err != nil {
@@ -152,72 +152,6 @@ func (p *Plugin) carryOut(cp *checkpoint.Checkpoint, uid string) error {
 	return nil
 }
 
-// checkpointEntry checks a claim's allocation (one device of this driver,
-// offered by this node) and returns the claim's checkpoint entry.
-func (p *Plugin) checkpointEntry(claim *resourceapi.ResourceClaim) (checkpoint.Claim, error) {
-	var ours []resourceapi.DeviceRequestAllocationResult
-	if claim.Status.Allocation != nil {
-		for _, r := range claim.Status.Allocation.Devices.Results {
-			if r.Driver == contract.DriverName {
-				ours = append(ours, r)
-			}
-		}
-	}
-	ref := claim.Namespace + "/" + claim.Name
-	if len(ours) != 1 {
-		return checkpoint.Claim{}, fmt.Errorf("claim %s has %d gpuslice devices allocated; gpuslice prepares exactly one slice per claim (request count = 1, the shape the engine renders)", ref, len(ours))
-	}
-	r := ours[0]
-	dev, ok := p.devices[r.Device]
-	if r.Pool != p.cfg.NodeName || !ok {
-		return checkpoint.Claim{}, fmt.Errorf("claim %s is allocated device %s/%s, which this node (%s) does not offer: was the node's GPU set or --fractions changed? Delete the pod so the claim is allocated again", ref, r.Pool, r.Device, p.cfg.NodeName)
-	}
-	return checkpoint.Claim{
-		Namespace: claim.Namespace, Name: claim.Name, Request: r.Request, Pool: r.Pool, Device: r.Device,
-		GPUUUID: dev.GPU.UUID, GPUIndex: dev.GPU.Index, GPUMinor: dev.GPU.Minor, Fraction: dev.Fraction, MemoryBytes: dev.MemoryBytes,
-		PodUIDs: podUIDs(claim),
-	}, nil
-}
-
-func podUIDs(claim *resourceapi.ResourceClaim) []string {
-	var out []string
-	for _, r := range claim.Status.ReservedFor {
-		if r.APIGroup == "" && r.Resource == "pods" {
-			out = append(out, string(r.UID))
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// conflicts is the last line of defence behind the scheduler: a device is
-// never prepared for two claims, and a GPU's slices never add up to more
-// than the GPU.
-func conflicts(cp *checkpoint.Checkpoint, uid string, entry checkpoint.Claim) error {
-	share := entry.Fraction
-	for other, c := range cp.Claims {
-		if other == uid {
-			continue
-		}
-		if c.Device == entry.Device {
-			return fmt.Errorf("device %s is already prepared for claim %s/%s (uid %s); refusing to share it with %s/%s", entry.Device, c.Namespace, c.Name, other, entry.Namespace, entry.Name)
-		}
-		if c.GPUUUID == entry.GPUUUID {
-			share += c.Fraction
-		}
-	}
-	if share > contract.ComputeWhole {
-		return fmt.Errorf("claim %s/%s would bring GPU %s to %d%% allocated; refusing to oversubscribe it", entry.Namespace, entry.Name, entry.GPUUUID, share)
-	}
-	return nil
-}
-
-func (p *Plugin) result(uid string, c checkpoint.Claim) kubeletplugin.PrepareResult {
-	return kubeletplugin.PrepareResult{Devices: []kubeletplugin.Device{{
-		Requests: []string{c.Request}, PoolName: c.Pool, DeviceName: c.Device, CDIDeviceIDs: []string{cdispec.DeviceID(uid)},
-	}}}
-}
-
 func (p *Plugin) accountingDir(uid string) string { return filepath.Join(p.cfg.AccountingRoot, uid) }
 
 // createAccounting makes the claim's directory and region; fresh starts
@@ -232,16 +166,22 @@ func (p *Plugin) createAccounting(uid string, c checkpoint.Claim, fresh bool) er
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create accounting dir: %w", err)
 	}
-	err := accounting.Create(filepath.Join(dir, contract.RegionFile), c.MemoryBytes, uint32(c.Fraction), false, shim.DefaultComputeWindowMS*time.Millisecond)
+	err := accounting.Create(filepath.Join(dir, contract.RegionFile), c.MemoryBytes(), uint32(c.Fraction()), false, shim.DefaultComputeWindowMS*time.Millisecond)
 	if err != nil {
 		return fmt.Errorf("create accounting region: %w", err)
 	}
 	return nil
 }
 
+// writeSpec writes the claim's one CDI spec: every GPU of the claim, and
+// the claim's limits (see limitsOf in allocation.go for whole GPUs).
 func (p *Plugin) writeSpec(uid string, c checkpoint.Claim) error {
+	gpus := make([]cdispec.GPU, 0, len(c.Devices))
+	for _, d := range c.Devices {
+		gpus = append(gpus, cdispec.GPU{UUID: d.GPUUUID, Minor: d.GPUMinor})
+	}
 	spec, err := cdispec.Build(cdispec.Slice{
-		ClaimUID: uid, GPUUUID: c.GPUUUID, GPUMinor: c.GPUMinor, MemoryBytes: c.MemoryBytes, Fraction: c.Fraction, AccountingDir: p.accountingDir(uid),
+		ClaimUID: uid, GPUs: gpus, MemoryBytes: c.MemoryBytes(), Fraction: c.Fraction(), AccountingDir: p.accountingDir(uid),
 	}, p.host)
 	if err != nil {
 		return err

@@ -21,8 +21,10 @@ import (
 )
 
 // SliceStatus is what the plugin reports in a prepared claim's
-// status.devices[].data: tenants cannot look at the node, but they can read
-// their claim to see which GPU and which limits their containers got.
+// status.devices[].data, one per device: tenants cannot look at the node,
+// but they can read their claim to see which GPUs and which limits their
+// containers got. A claim of several whole GPUs reports each GPU with its
+// own memory; the claim's CDI device is the same for all.
 type SliceStatus struct {
 	GPUUUID             string `json:"gpuUUID"`
 	GPUIndex            int    `json:"gpuIndex"`
@@ -56,42 +58,57 @@ func (p *Plugin) reportStatus(claims map[string]checkpoint.Claim, objects []*res
 	}
 }
 
-func sliceStatus(uid string, c checkpoint.Claim) SliceStatus {
+func sliceStatus(uid string, d checkpoint.Device) SliceStatus {
 	return SliceStatus{
-		GPUUUID: c.GPUUUID, GPUIndex: c.GPUIndex, MemoryLimitBytes: c.MemoryBytes, ComputeSharePercent: c.Fraction, CDIDevice: cdispec.DeviceID(uid),
+		GPUUUID: d.GPUUUID, GPUIndex: d.GPUIndex, MemoryLimitBytes: d.MemoryBytes, ComputeSharePercent: d.Fraction, CDIDevice: cdispec.DeviceID(uid),
 	}
 }
 
-// reported tells whether the claim's status already holds this slice.
+// reported tells whether the claim's status already holds every device of
+// the claim as prepared.
 func reported(obj *resourceapi.ResourceClaim, uid string, c checkpoint.Claim) bool {
+	for _, dev := range c.Devices {
+		if !deviceReported(obj, uid, dev) {
+			return false
+		}
+	}
+	return len(c.Devices) > 0
+}
+
+func deviceReported(obj *resourceapi.ResourceClaim, uid string, dev checkpoint.Device) bool {
 	for _, d := range obj.Status.Devices {
-		if d.Driver != contract.DriverName || d.Pool != c.Pool || d.Device != c.Device || d.Data == nil {
+		if d.Driver != contract.DriverName || d.Pool != dev.Pool || d.Device != dev.Name || d.Data == nil {
 			continue
 		}
 		var have SliceStatus
-		return json.Unmarshal(d.Data.Raw, &have) == nil && have == sliceStatus(uid, c) &&
+		return json.Unmarshal(d.Data.Raw, &have) == nil && have == sliceStatus(uid, dev) &&
 			meta.IsStatusConditionTrue(d.Conditions, ConditionPrepared)
 	}
 	return false
 }
 
 func (p *Plugin) applyStatus(ctx context.Context, uid string, c checkpoint.Claim) error {
-	data, err := json.Marshal(sliceStatus(uid, c))
-	if err != nil {
-		return err
+	status := resourceapply.ResourceClaimStatus()
+	for _, d := range c.Devices {
+		data, err := json.Marshal(sliceStatus(uid, d))
+		if err != nil {
+			return err
+		}
+		msg := fmt.Sprintf("%d MiB and %d%% compute of GPU %s", d.MemoryBytes>>20, d.Fraction, d.GPUUUID)
+		if len(c.Devices) > 1 {
+			msg += fmt.Sprintf(", one of the claim's %d GPUs", len(c.Devices))
+		}
+		status.WithDevices(resourceapply.AllocatedDeviceStatus().
+			WithDriver(contract.DriverName).WithPool(d.Pool).WithDevice(d.Name).
+			WithData(runtime.RawExtension{Raw: data}).
+			WithConditions(metaapply.Condition().
+				WithType(ConditionPrepared).WithStatus(metav1.ConditionTrue).WithReason("SlicePrepared").
+				WithMessage(msg).WithLastTransitionTime(metav1.Now())))
 	}
-	msg := fmt.Sprintf("%d MiB and %d%% compute of GPU %s", c.MemoryBytes>>20, c.Fraction, c.GPUUUID)
 	claim := resourceapply.ResourceClaim(c.Name, c.Namespace).
 		WithUID(types.UID(uid)). // never the status of a claim recreated under the same name
-		WithStatus(resourceapply.ResourceClaimStatus().WithDevices(
-			resourceapply.AllocatedDeviceStatus().
-				WithDriver(contract.DriverName).WithPool(c.Pool).WithDevice(c.Device).
-				WithData(runtime.RawExtension{Raw: data}).
-				WithConditions(metaapply.Condition().
-					WithType(ConditionPrepared).WithStatus(metav1.ConditionTrue).WithReason("SlicePrepared").
-					WithMessage(msg).WithLastTransitionTime(metav1.Now())),
-		))
-	_, err = p.cfg.Client.ResourceV1().ResourceClaims(c.Namespace).ApplyStatus(ctx, claim,
+		WithStatus(status)
+	_, err := p.cfg.Client.ResourceV1().ResourceClaims(c.Namespace).ApplyStatus(ctx, claim,
 		metav1.ApplyOptions{FieldManager: contract.DriverName + "/" + p.cfg.NodeName, Force: true})
 	if err != nil {
 		return fmt.Errorf("apply status of claim %s/%s: %w", c.Namespace, c.Name, err)

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"path/filepath"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -12,10 +13,29 @@ import (
 // Claim is a prepared claim whose accounting region is read at scrape time.
 type Claim struct {
 	UID, Namespace, Name string
-	GPUUUID              string
-	AccountingDir        string // host directory holding the region
-	MemoryLimit          uint64
-	PodUIDs              []string
+	// GPUs are the claim's GPUs: one for a slice, several for a claim of
+	// whole GPUs.
+	GPUs          []ClaimGPU
+	AccountingDir string // host directory holding the region
+	PodUIDs       []string
+}
+
+// ClaimGPU is one GPU of a claim and the memory the claim may use on it.
+type ClaimGPU struct {
+	UUID        string
+	MemoryLimit uint64
+}
+
+// uuidLabel is the UUID label of a claim's region series: its GPU's UUID,
+// or the comma-separated UUIDs of a claim of several GPUs (the region is
+// the claim's, one series for all its GPUs; per-GPU series come from
+// ProcessCollector).
+func (c Claim) uuidLabel() string {
+	uuids := make([]string, len(c.GPUs))
+	for i, g := range c.GPUs {
+		uuids[i] = g.UUID
+	}
+	return strings.Join(uuids, ",")
 }
 
 var claimLabels = []string{"namespace", "claim", "claim_uid", "UUID"}
@@ -44,7 +64,7 @@ func (c ClaimCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c ClaimCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, cl := range c.Claims() {
-		labels := []string{cl.Namespace, cl.Name, cl.UID, cl.GPUUUID}
+		labels := []string{cl.Namespace, cl.Name, cl.UID, cl.uuidLabel()}
 		r, err := accounting.ReadFile(filepath.Join(cl.AccountingDir, contract.RegionFile))
 		failed := 0.0
 		if err != nil {

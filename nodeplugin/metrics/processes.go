@@ -53,11 +53,19 @@ func (c ProcessCollector) Collect(ch chan<- prometheus.Metric) {
 		if ret != nvml.SUCCESS {
 			continue
 		}
-		// pod UID -> claims prepared on this GPU
+		// pod UID -> claims prepared on this GPU; limit: each claim's
+		// memory on this GPU (0: the claim is not on it)
 		byPod := map[string][]int{}
 		used := make([]uint64, len(claims))
+		limit := make([]uint64, len(claims))
+		onGPU := make([]bool, len(claims))
 		for i, cl := range claims {
-			if cl.GPUUUID != g.UUID {
+			for _, cg := range cl.GPUs {
+				if cg.UUID == g.UUID {
+					onGPU[i], limit[i] = true, cg.MemoryLimit
+				}
+			}
+			if !onGPU[i] {
 				continue
 			}
 			for _, pod := range cl.PodUIDs {
@@ -78,12 +86,12 @@ func (c ProcessCollector) Collect(ch chan<- prometheus.Metric) {
 			used[owners[0]] += p.UsedGpuMemory
 		}
 		for i, cl := range claims {
-			if cl.GPUUUID != g.UUID {
+			if !onGPU[i] {
 				continue
 			}
-			labels := []string{cl.Namespace, cl.Name, cl.UID, cl.GPUUUID}
+			labels := []string{cl.Namespace, cl.Name, cl.UID, g.UUID}
 			over := 0.0
-			if used[i] > cl.MemoryLimit {
+			if used[i] > limit[i] {
 				over = 1
 			}
 			ch <- prometheus.MustNewConstMetric(descNVMLUsed, prometheus.GaugeValue, float64(used[i]), labels...)

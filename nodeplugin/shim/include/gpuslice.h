@@ -60,7 +60,9 @@
 /* ---- Environment, set by the node plugin (the CDI spec of the claim) ---- */
 
 /* Device-memory budget of the claim in bytes (decimal; the suffixes Ki, Mi,
- * Gi are accepted). Required unless the region already exists. */
+ * Gi are accepted). Required unless the region already exists. A claim of
+ * several whole GPUs gets their memory together; a budget larger than a
+ * device leaves that device's memory figures as the driver reports them. */
 #define GPUSLICE_ENV_MEMORY_LIMIT "GPUSLICE_MEMORY_LIMIT"
 /* Share of the GPU's compute time in percent, 1..100; 100 (or unset) turns
  * launch pacing off. */

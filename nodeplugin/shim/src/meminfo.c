@@ -2,6 +2,12 @@
  * What the driver and NVML report: the slice, not the device. total is the
  * slice (never more than the device), used is the claim's use, free is what
  * is left of the slice, or less if the device has less.
+ *
+ * A budget larger than the device belongs to a claim of several whole GPUs
+ * (the node plugin gives it the GPUs' memory together): the device is the
+ * claim's alone, so its own figures are the truth. The claim-wide use would
+ * count the other GPUs' memory against this one and show a half-empty GPU
+ * as full.
  */
 #define _GNU_SOURCE
 #include "shim_internal.h"
@@ -12,6 +18,8 @@ static bool slice_view(uint64_t real_total, uint64_t real_free, uint64_t *total,
 	if (m == GS_OFF)
 		return false;
 	uint64_t lim = gs_limit();
+	if (m == GS_ENFORCE && lim > real_total)
+		return false;
 	uint64_t t = lim && lim < real_total ? lim : real_total;
 	uint64_t u = m == GS_ENFORCE ? gs_used() : t;
 	if (u > t)
