@@ -40,6 +40,9 @@ func applyOne(ctx context.Context, client dynamic.Interface, c plan.Change, opts
 			return nil, err
 		}
 	}
+	if err := handOverReplicas(ctx, res, c); err != nil {
+		return nil, err
+	}
 	body, err := json.Marshal(c.Desired.Object)
 	if err != nil {
 		return nil, err
@@ -99,6 +102,9 @@ func appliersAmong(managers []string, live *unstructured.Unstructured) []string 
 	}
 	var out []string
 	for _, m := range managers {
+		if m == objects.FieldManagerReplicas {
+			continue // gpuslice's own, holding replicas while autoscaled
+		}
 		if op, known := ops[m]; !known || op == metav1.ManagedFieldsOperationApply {
 			out = append(out, m)
 		}

@@ -60,6 +60,11 @@ func fullWorkload(kind string) *spec.Workload {
 		PreloadImage:  "curlimages/curl:8.11.0",
 		WaitFor:       "scheduled",
 		Timeout:       "2m",
+		Autoscaling: &spec.Autoscaling{MinReplicas: 1, MaxReplicas: 4, CPUUtilization: ptr.To[int32](70), MemoryUtilization: ptr.To[int32](80), Metrics: []spec.Metric{
+			{Type: spec.MetricPods, Name: "ts_queue_latency_microseconds", TargetAverageValue: "0.1M"},
+			{Type: spec.MetricObject, Name: "requests_per_second", TargetValue: "200", Object: &spec.DescribedObject{APIVersion: "v1", Kind: "Service", Name: "ollama"}},
+			{Type: spec.MetricExternal, Name: "queue_messages_ready", Selector: map[string]string{"queue": "inference"}, TargetValue: "500m"},
+		}},
 	}
 }
 
@@ -104,6 +109,7 @@ func TestReadBackEveryField(t *testing.T) {
 		w := fullWorkload(kind)
 		if kind == spec.KindJob {
 			w.ModelVolume.AccessMode = "ReadWriteMany" // replicas share it
+			w.Autoscaling = nil                        // a job is not scaled
 		}
 		c := cluster(t, &spec.Stack{Name: "s", Packages: []*spec.Package{pkg}, Workloads: []*spec.Workload{w}})
 		got, err := readback.Workload(ctx, c, w.Namespace, w.Name, w)

@@ -23,7 +23,7 @@ import (
 // block come from prior (else their defaults).
 func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Workload) (*spec.Workload, error) {
 	v.Warm(view.ManagedKind("apps", "Deployment"), view.ManagedKind("apps", "StatefulSet"), view.ManagedKind("batch", "Job"),
-		view.ManagedKind("", "PersistentVolumeClaim"), view.ManagedKind("", "Service"))
+		view.ManagedKind("", "PersistentVolumeClaim"), view.ManagedKind("", "Service"), view.ManagedKind("autoscaling", "HorizontalPodAutoscaler"))
 	if prior == nil {
 		prior = &spec.Workload{WaitFor: spec.WaitReady, Timeout: "10m"}
 	}
@@ -91,6 +91,9 @@ func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Wo
 		return nil, err
 	}
 	if err := readPreload(ctx, v, w); err != nil {
+		return nil, err
+	}
+	if err := readAutoscaling(ctx, v, w, prior); err != nil {
 		return nil, err
 	}
 	return w, nil
