@@ -17,15 +17,21 @@ func AutoscalerName(w *spec.Workload) string { return w.Name }
 // autoscaledBy is the value of the workload controller's
 // AnnotationAutoscaledBy: plan and apply leave spec.replicas to it.
 func autoscaledBy(w *spec.Workload) string {
+	if w.Autoscaling.KEDA != nil {
+		return KEDAKind + "/" + AutoscalerName(w)
+	}
 	return "HorizontalPodAutoscaler/" + AutoscalerName(w)
 }
 
-// autoscaler renders the workload's HorizontalPodAutoscaler, or nothing
-// without an autoscaling block.
+// autoscaler renders the workload's HorizontalPodAutoscaler (or KEDA
+// ScaledObject), or nothing without an autoscaling block.
 func (r renderer) autoscaler(w *spec.Workload, apiVersion, kind string) ([]objects.Object, error) {
 	as := w.Autoscaling
 	if as == nil {
 		return nil, nil
+	}
+	if as.KEDA != nil {
+		return []objects.Object{r.scaledObject(w, apiVersion, kind)}, nil
 	}
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: r.meta(w.Address, w.Namespace, AutoscalerName(w), map[string]string{"app.kubernetes.io/name": w.Name, objects.LabelWorkload: w.Name}),

@@ -6,14 +6,14 @@ import "github.com/zclconf/go-cty/cty"
 // an autoscaling/v2 HorizontalPodAutoscaler.
 var autoscaling = Block{
 	Name: "autoscaling", Nesting: NestingSingle,
-	Description: "Scale the replicas with load: a HorizontalPodAutoscaler (autoscaling/v2) on CPU or memory utilization and custom or external metrics. It owns the replica count once set: apply never resets it. Each replica takes a slice: plan warns when `max_replicas` exceeds the namespace's grant and refuses a `min_replicas` that does not fit. Deployments and statefulsets only.",
+	Description: "Scale the replicas with load: a HorizontalPodAutoscaler (autoscaling/v2) on CPU or memory utilization and custom or external metrics. It owns the replica count once set: apply never resets it. Each replica takes a slice: plan warns when `max_replicas` exceeds the namespace's grant and refuses a `min_replicas` that does not fit. Deployments and statefulsets only. With a `keda` block, a KEDA ScaledObject instead.",
 	Attributes: []Attribute{
 		{Name: "min_replicas", Type: cty.Number, Default: cty.NumberIntVal(1), Description: "Fewest replicas the autoscaler keeps."},
 		{Name: "max_replicas", Type: cty.Number, Required: true, Description: "Most replicas the autoscaler starts; each needs a slice of the package."},
 		{Name: "cpu_utilization", Type: cty.Number, Description: "Target average CPU utilization, in percent of `container.cpu_request` (which must be set), e.g. `70`."},
 		{Name: "memory_utilization", Type: cty.Number, Description: "Target average memory utilization, in percent of `container.memory_request` (which must be set)."},
 	},
-	Blocks: []Block{{
+	Blocks: []Block{keda, {
 		Name: "metric", Nesting: NestingList,
 		Description: "A custom or external metric, as a Prometheus adapter or KEDA's metrics server serves it.",
 		Attributes: []Attribute{
@@ -32,5 +32,25 @@ var autoscaling = Block{
 				required(str("name", "Its name, in the workload's namespace.")),
 			},
 		}},
+	}},
+}
+
+// keda makes the autoscaler a KEDA ScaledObject, named after its fields.
+var keda = Block{
+	Name: "keda", Nesting: NestingSingle,
+	Description: "Scale with KEDA instead: a ScaledObject (keda.sh/v1alpha1) with a Prometheus trigger, plus `cpu_utilization` and `memory_utilization` as KEDA's cpu and memory triggers (`metric` blocks are HPA metrics and are refused here). KEDA must be installed: plan fails without its ScaledObject CRD.",
+	Attributes: []Attribute{
+		{Name: "polling_interval", Type: cty.Number, Description: "Seconds between KEDA's checks of the trigger (KEDA's default: 30)."},
+		{Name: "cooldown_period", Type: cty.Number, Description: "Seconds after the last active trigger before scaling to min_replicas (KEDA's default: 300)."},
+	},
+	Blocks: []Block{{
+		Name: "prometheus", Nesting: NestingSingle,
+		Description: "A Prometheus query KEDA scales on, e.g. the request queue's latency (required in a keda block).",
+		Attributes: []Attribute{
+			required(str("server_address", "Prometheus' address, e.g. `http://prometheus.monitoring.svc:9090`.")),
+			required(str("query", "PromQL returning one value, e.g. `histogram_quantile(0.95, sum(rate(queue_latency_seconds_bucket[2m])) by (le))`.")),
+			required(str("threshold", "Target value of the query per replica, e.g. `0.5`.")),
+			str("activation_threshold", "Value above which KEDA activates the scaler at all (KEDA's default: 0)."),
+		},
 	}},
 }

@@ -2,6 +2,8 @@ package spec
 
 import (
 	"fmt"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -17,6 +19,23 @@ type Autoscaling struct {
 	CPUUtilization    *int32   `json:"cpu_utilization"`
 	MemoryUtilization *int32   `json:"memory_utilization"`
 	Metrics           []Metric `json:"metric"`
+	// KEDA, when set, renders a KEDA ScaledObject instead of an HPA.
+	KEDA *KEDA `json:"keda"`
+}
+
+// KEDA is the autoscaling block's keda block.
+type KEDA struct {
+	PollingInterval *int32          `json:"polling_interval"`
+	CooldownPeriod  *int32          `json:"cooldown_period"`
+	Prometheus      *KEDAPrometheus `json:"prometheus"`
+}
+
+// KEDAPrometheus is KEDA's prometheus trigger.
+type KEDAPrometheus struct {
+	ServerAddress       string `json:"server_address"`
+	Query               string `json:"query"`
+	Threshold           string `json:"threshold"`
+	ActivationThreshold string `json:"activation_threshold"`
 }
 
 // Metric is one custom or external metric of the autoscaling block, as a
@@ -48,6 +67,16 @@ const (
 // count.
 func (w *Workload) Autoscaled() bool { return w.Autoscaling != nil }
 
+// UsesKEDA reports whether a workload of the stack scales with KEDA.
+func (s *Stack) UsesKEDA() bool {
+	for _, w := range s.Workloads {
+		if w.Autoscaling != nil && w.Autoscaling.KEDA != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // InitialReplicas is the replica count a workload is created with. With
 // autoscaling, replicas is only that start, raised to min_replicas; the
 // autoscaler owns the count afterwards.
@@ -77,14 +106,15 @@ func (v *validator) autoscaling(w *Workload) {
 	if w.Replicas > as.MaxReplicas && as.MaxReplicas >= 1 {
 		v.errorf(a, "replicas", "Replicas above max_replicas", "replicas = %d but autoscaling.max_replicas = %d: with autoscaling, replicas is only the count the workload starts with (raised to min_replicas); lower it or leave it unset", w.Replicas, as.MaxReplicas)
 	}
-	if as.CPUUtilization == nil && as.MemoryUtilization == nil && len(as.Metrics) == 0 {
-		v.errorf(a, "autoscaling", "Autoscaling without a target", "set cpu_utilization, memory_utilization or a metric block: the autoscaler needs something to scale on")
+	if as.CPUUtilization == nil && as.MemoryUtilization == nil && len(as.Metrics) == 0 && as.KEDA == nil {
+		v.errorf(a, "autoscaling", "Autoscaling without a target", "set cpu_utilization, memory_utilization, a metric block or a keda block: the autoscaler needs something to scale on")
 	}
 	v.utilization(a, "cpu_utilization", as.CPUUtilization, "container.cpu_request", w.Container.CPURequest)
 	v.utilization(a, "memory_utilization", as.MemoryUtilization, "container.memory_request", w.Container.MemoryRequest)
 	for i := range as.Metrics {
 		v.metric(a, fmt.Sprintf("autoscaling.metric[%d]", i), &as.Metrics[i])
 	}
+	v.keda(a, as)
 	if mv := w.ModelVolume; mv != nil && w.Kind == KindDeployment && as.MaxReplicas > 1 && mv.AccessMode != "ReadWriteMany" {
 		v.errorf(a, "model_volume.access_mode", "Volume cannot be shared", "up to %d replicas (autoscaling.max_replicas) of a deployment share one %s volume, which only one node can mount; use kind = \"statefulset\" (a volume per replica) or access_mode = \"ReadWriteMany\"", as.MaxReplicas, mv.AccessMode)
 	}
@@ -141,5 +171,43 @@ func (v *validator) metric(a, attr string, m *Metric) {
 		}
 	} else if m.Object != nil {
 		v.errorf(a, attr+".described_object", "Described object on a "+m.Type+" metric", "only an Object metric names an object: remove described_object or set type = \"Object\"")
+	}
+}
+
+func (v *validator) keda(a string, as *Autoscaling) {
+	k := as.KEDA
+	if k == nil {
+		return
+	}
+	if len(as.Metrics) > 0 {
+		v.errorf(a, "autoscaling.metric", "HPA metric with KEDA", "metric blocks are HorizontalPodAutoscaler metrics; with a keda block, KEDA scales on its prometheus trigger (and cpu_utilization, memory_utilization): move the metric into keda.prometheus as a query, or remove the keda block")
+	}
+	for _, p := range []struct {
+		attr string
+		val  *int32
+	}{{"polling_interval", k.PollingInterval}, {"cooldown_period", k.CooldownPeriod}} {
+		if p.val != nil && *p.val < 1 {
+			v.errorf(a, "autoscaling.keda."+p.attr, "Invalid "+p.attr, "%d: use a number of seconds above 0, or leave it unset for KEDA's default", *p.val)
+		}
+	}
+	p := k.Prometheus
+	if p == nil {
+		v.errorf(a, "autoscaling.keda.prometheus", "Missing trigger", "set a prometheus block { server_address, query, threshold }: KEDA needs something to scale on")
+		return
+	}
+	if u, err := url.Parse(p.ServerAddress); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.errorf(a, "autoscaling.keda.prometheus.server_address", "Invalid Prometheus address", "%q: use an http(s) URL such as \"http://prometheus.monitoring.svc:9090\"", p.ServerAddress)
+	}
+	if strings.TrimSpace(p.Query) == "" {
+		v.errorf(a, "autoscaling.keda.prometheus.query", "Missing query", "set query to a PromQL expression returning one value")
+	}
+	for _, t := range []struct{ attr, val string }{{"threshold", p.Threshold}, {"activation_threshold", p.ActivationThreshold}} {
+		attr, val := t.attr, t.val
+		if val == "" && attr == "activation_threshold" {
+			continue
+		}
+		if _, err := strconv.ParseFloat(val, 64); err != nil {
+			v.errorf(a, "autoscaling.keda.prometheus."+attr, "Invalid "+attr, "%q is not a number: write the value of the query per replica, e.g. \"0.5\"", val)
+		}
 	}
 }

@@ -45,6 +45,17 @@ func TestAutoscalingValidation(t *testing.T) {
 		{"object without object", func(w *spec.Workload) {
 			w.Autoscaling.Metrics = []spec.Metric{{Type: spec.MetricObject, Name: "rps", TargetValue: "100"}}
 		}, `autoscaling.metric[0].described_object: Missing described object`},
+		{"keda", func(w *spec.Workload) { w.Autoscaling.KEDA = keda() }, ""},
+		{"keda with an HPA metric", func(w *spec.Workload) { w.Autoscaling.KEDA = keda(); w.Autoscaling.Metrics = []spec.Metric{pods} },
+			`autoscaling.metric: HPA metric with KEDA`},
+		{"keda without prometheus", func(w *spec.Workload) { w.Autoscaling.KEDA = &spec.KEDA{} }, `autoscaling.keda.prometheus: Missing trigger`},
+		{"keda address", func(w *spec.Workload) {
+			w.Autoscaling.KEDA = keda()
+			w.Autoscaling.KEDA.Prometheus.ServerAddress = "prometheus:9090"
+		},
+			`autoscaling.keda.prometheus.server_address: Invalid Prometheus address`},
+		{"keda threshold", func(w *spec.Workload) { w.Autoscaling.KEDA = keda(); w.Autoscaling.KEDA.Prometheus.Threshold = "high" },
+			`autoscaling.keda.prometheus.threshold: Invalid threshold`},
 		{"shared volume", func(w *spec.Workload) {
 			w.ModelVolume = &spec.ModelVolume{Size: "1Gi", MountPath: "/m", AccessMode: "ReadWriteOnce"}
 		}, `model_volume.access_mode: Volume cannot be shared: up to 2 replicas (autoscaling.max_replicas)`},
@@ -77,4 +88,8 @@ func TestInitialReplicas(t *testing.T) {
 	if got := w.InitialReplicas(); got != 4 {
 		t.Errorf("initial replicas = %d, want 4", got)
 	}
+}
+
+func keda() *spec.KEDA {
+	return &spec.KEDA{Prometheus: &spec.KEDAPrometheus{ServerAddress: "http://prometheus.monitoring.svc:9090", Query: "sum(queue_latency_seconds)", Threshold: "0.5"}}
 }

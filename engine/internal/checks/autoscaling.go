@@ -71,3 +71,18 @@ func (c *checker) stackCharge(w *spec.Workload) int64 {
 	}
 	return n
 }
+
+// keda: a keda block needs KEDA's ScaledObject CRD, else the ScaledObject
+// cannot be created and nothing would scale the workload.
+func (c *checker) keda() {
+	if c.facts.KEDA == nil || *c.facts.KEDA {
+		return
+	}
+	for _, w := range c.stack.Workloads {
+		if w.Autoscaling != nil && w.Autoscaling.KEDA != nil {
+			c.errorf(w, "autoscaling.keda", "KEDA not installed",
+				"the cluster does not serve KEDA's ScaledObject (keda.sh/v1alpha1), so nothing would scale %s: install KEDA (helm install keda kedacore/keda -n keda --create-namespace), or remove the keda block to scale with a HorizontalPodAutoscaler on cpu_utilization, memory_utilization or metric blocks",
+				w.Name)
+		}
+	}
+}

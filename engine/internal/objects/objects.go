@@ -133,6 +133,8 @@ var kinds = []Kind{
 	{GVR: schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, Kind: "Job", Namespaced: true, Level: LevelWorkload,
 		Immutable: [][]string{{"spec", "template"}, {"spec", "completions"}, {"spec", "selector"}}},
 	{GVR: schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}, Kind: "HorizontalPodAutoscaler", Namespaced: true, Level: LevelAfterWorkload},
+	// KEDA's, rendered only where its CRD is installed (plan checks).
+	{GVR: schema.GroupVersionResource{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledobjects"}, Kind: "ScaledObject", Namespaced: true, Level: LevelAfterWorkload},
 }
 
 // Kinds returns every kind gpuslice renders.

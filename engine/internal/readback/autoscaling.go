@@ -2,6 +2,7 @@ package readback
 
 import (
 	"context"
+	"strings"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -16,13 +17,40 @@ import (
 // not the configuration's: replicas stays what prior says (the count the
 // workload was created with), so refresh never shows the autoscaler's
 // scaling as drift.
-func readAutoscaling(ctx context.Context, v *view.View, w *spec.Workload, prior *spec.Workload) error {
-	hpa, err := get[autoscalingv2.HorizontalPodAutoscaler](ctx, v, "autoscaling", "HorizontalPodAutoscaler", w.Namespace, render.AutoscalerName(w))
-	if hpa == nil || err != nil {
+func readAutoscaling(ctx context.Context, v *view.View, w *spec.Workload, prior *spec.Workload, autoscaledBy string) error {
+	var as *spec.Autoscaling
+	var err error
+	// Only a controller marked as KEDA's is looked up there: the kind
+	// exists only where KEDA is installed.
+	if strings.HasPrefix(autoscaledBy, render.KEDAKind+"/") {
+		as, err = readScaledObject(ctx, v, w)
+	} else {
+		as, err = readHPA(ctx, v, w)
+	}
+	if as == nil || err != nil {
 		return err
 	}
+	w.Autoscaling = as
+	if prior != nil && prior.Autoscaling != nil && len(prior.Autoscaling.Metrics) == len(as.Metrics) {
+		for i := range as.Metrics {
+			keepPriorTargets(&as.Metrics[i], prior.Autoscaling.Metrics[i])
+		}
+	}
+	if prior != nil && prior.Autoscaling != nil {
+		w.Replicas = prior.Replicas
+	} else {
+		w.Replicas = as.MinReplicas // imported: the start the configuration most likely means
+	}
+	return nil
+}
+
+func readHPA(ctx context.Context, v *view.View, w *spec.Workload) (*spec.Autoscaling, error) {
+	hpa, err := get[autoscalingv2.HorizontalPodAutoscaler](ctx, v, "autoscaling", "HorizontalPodAutoscaler", w.Namespace, render.AutoscalerName(w))
+	if hpa == nil || err != nil {
+		return nil, err
+	}
 	if !managed(hpa.Labels) || hpa.Spec.ScaleTargetRef.Name != w.Name {
-		return nil
+		return nil, nil
 	}
 	as := &spec.Autoscaling{MinReplicas: deref(hpa.Spec.MinReplicas, 1), MaxReplicas: hpa.Spec.MaxReplicas}
 	for _, m := range hpa.Spec.Metrics {
@@ -54,18 +82,7 @@ func readAutoscaling(ctx context.Context, v *view.View, w *spec.Workload, prior 
 			}
 		}
 	}
-	w.Autoscaling = as
-	if prior != nil && prior.Autoscaling != nil && len(prior.Autoscaling.Metrics) == len(as.Metrics) {
-		for i := range as.Metrics {
-			keepPriorTargets(&as.Metrics[i], prior.Autoscaling.Metrics[i])
-		}
-	}
-	if prior != nil && prior.Autoscaling != nil {
-		w.Replicas = prior.Replicas
-	} else {
-		w.Replicas = as.MinReplicas // imported: the start the configuration most likely means
-	}
-	return nil
+	return as, nil
 }
 
 func readMetric(typ string, id autoscalingv2.MetricIdentifier, t autoscalingv2.MetricTarget, o *spec.DescribedObject) spec.Metric {
