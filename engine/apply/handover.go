@@ -68,3 +68,16 @@ func ownsReplicas(live *unstructured.Unstructured) bool {
 	}
 	return false
 }
+
+// withoutHandover drops gpuslice's own handover manager from the managers
+// whose edits an apply overwrote: taking replicas back from it when
+// autoscaling is turned off is no one's hand edit.
+func withoutHandover(managers []string) []string {
+	var out []string
+	for _, m := range managers {
+		if m != objects.FieldManagerReplicas {
+			out = append(out, m)
+		}
+	}
+	return out
+}

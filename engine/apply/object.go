@@ -60,7 +60,7 @@ func applyOne(ctx context.Context, client dynamic.Interface, c plan.Change, opts
 	// Only hand edits (kubectl edit/patch/replace) stand in the way: drift
 	// from the configuration, which wins.
 	_, err = res.Patch(ctx, c.Ref.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: objects.FieldManager, Force: ptr.To(true)})
-	return owners, wrap(c, err)
+	return withoutHandover(owners), wrap(c, err)
 }
 
 var conflictManager = regexp.MustCompile(`conflict with "([^"]+)"`)
