@@ -253,3 +253,40 @@ func waitStatus(t *testing.T, e *engine.Engine, s *spec.Stack, done func(status.
 	t.Fatalf("no status: %v", err)
 	return status.Status{}
 }
+
+// TestAutoscaledReplacement: an immutable change re-creates an autoscaled
+// StatefulSet with its initial count (no handover of the deleted one).
+func TestAutoscaledReplacement(t *testing.T) {
+	e, c := newEngine(t)
+	ctx := context.Background()
+	const ns = "autoscale-replace"
+	volume := func(size string) string {
+		return `kind = "statefulset"
+  model_volume {
+    size       = "` + size + `"
+    mount_path = "/root/.ollama"
+  }`
+	}
+	// Created with its initial count, which gpuslice still owns: nothing
+	// scaled it yet, so apply would hand it over, were the object kept.
+	mustApply(t, e, loadStack(t, ns, autoscaleHCL(ns, volume("1Gi"), autoscaling1to3)))
+	sts := c.Client().AppsV1().StatefulSets(ns)
+	bigger := loadStack(t, ns, autoscaleHCL(ns, volume("2Gi"), autoscaling1to3))
+	p := mustPlan(t, e, bigger)
+	replaced := false
+	for _, ch := range p.Changes {
+		replaced = replaced || (ch.Ref.Kind == "StatefulSet" && ch.Action == plan.Replace)
+	}
+	if !replaced {
+		t.Fatalf("plan does not replace the StatefulSet:\n%s", planText(p))
+	}
+	mustApply(t, e, bigger)
+	s, err := sts.Get(ctx, "infer", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *s.Spec.Replicas != 1 || s.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String() != "2Gi" {
+		t.Errorf("re-created StatefulSet: %d replicas, volume %s; want the initial 1 and 2Gi", *s.Spec.Replicas, s.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage())
+	}
+	requireNoChanges(t, e, bigger)
+}

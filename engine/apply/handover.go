@@ -27,7 +27,8 @@ import (
 // current value when gpuslice still owns it and the plan leaves it to an
 // autoscaler.
 func handOverReplicas(ctx context.Context, res dynamic.ResourceInterface, c plan.Change) error {
-	if c.Live == nil || !plan.Autoscaled(c.Desired) || !ownsReplicas(c.Live) {
+	// A replaced object is created again with its initial count.
+	if c.Live == nil || c.Action == plan.Replace || !plan.Autoscaled(c.Desired) || !ownsReplicas(c.Live) {
 		return nil
 	}
 	// Read it again: the autoscaler may have scaled since the plan.

@@ -130,6 +130,7 @@ func Make(ctx context.Context, r Reader, stack string, desired []objects.Object,
 				c.Action = Update
 				if reason := immutableChange(o.Kind(), c.Fields); reason != "" {
 					c.Action, c.Reason = Replace, reason
+					c.Desired = o.Obj // created again, so with its initial count
 				}
 			}
 		}
