@@ -101,7 +101,9 @@ func TestRenderedConfigsAreAdmitted(t *testing.T) {
 			}
 			s := c.Stack
 			if s.Platform == nil {
-				s.Platform = &spec.Platform{Namespace: "unused", Fractions: spec.DefaultFractions}
+				// Only for rendering: its objects are skipped below like any
+				// platform's (the admission stack installs them).
+				s.Platform = &spec.Platform{Meta: spec.Meta{Address: "gpuslice_platform.unused"}, Namespace: "unused", Fractions: spec.DefaultFractions}
 			}
 			s.Platform.TenantLabel = admissionTenantLabel
 			rename := map[string]string{}

@@ -117,6 +117,9 @@ func (e *Engine) Check(ctx context.Context, s *spec.Stack) diag.Diagnostics {
 	if err != nil {
 		return checks.Run(s, t, nil, fmt.Sprintf("reading the cluster failed (%v)", err))
 	}
+	if s.UsesKEDA() {
+		facts.KEDA = e.kedaInstalled(ctx)
+	}
 	return checks.Run(s, t, facts, "")
 }
 
@@ -147,7 +150,7 @@ func (e *Engine) planObjects(ctx context.Context, stack string, objs []objects.O
 	if err != nil {
 		return nil, err
 	}
-	p, err := plan.Make(ctx, e.view, stack, objs, rec.Refs, opts)
+	p, err := plan.Make(ctx, e.view, stack, e.withoutUninstalledKinds(ctx, objs), rec.Refs, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +320,7 @@ func reached(w *spec.Workload, st status.Status) bool {
 	case st.Phase == status.Running || st.Phase == status.Succeeded:
 		return true
 	case w.WaitFor == spec.WaitScheduled:
-		return st.Scheduled >= w.Replicas && st.Device != ""
+		return st.Scheduled >= st.Replicas && st.Device != ""
 	}
 	return false
 }

@@ -40,6 +40,9 @@ func applyOne(ctx context.Context, client dynamic.Interface, c plan.Change, opts
 			return nil, err
 		}
 	}
+	if err := handOverReplicas(ctx, res, c); err != nil {
+		return nil, err
+	}
 	body, err := json.Marshal(c.Desired.Object)
 	if err != nil {
 		return nil, err
@@ -57,7 +60,7 @@ func applyOne(ctx context.Context, client dynamic.Interface, c plan.Change, opts
 	// Only hand edits (kubectl edit/patch/replace) stand in the way: drift
 	// from the configuration, which wins.
 	_, err = res.Patch(ctx, c.Ref.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: objects.FieldManager, Force: ptr.To(true)})
-	return owners, wrap(c, err)
+	return withoutHandover(owners), wrap(c, err)
 }
 
 var conflictManager = regexp.MustCompile(`conflict with "([^"]+)"`)
@@ -99,6 +102,9 @@ func appliersAmong(managers []string, live *unstructured.Unstructured) []string 
 	}
 	var out []string
 	for _, m := range managers {
+		if m == objects.FieldManagerReplicas {
+			continue // gpuslice's own, holding replicas while autoscaled
+		}
 		if op, known := ops[m]; !known || op == metav1.ManagedFieldsOperationApply {
 			out = append(out, m)
 		}

@@ -123,12 +123,14 @@ func Make(ctx context.Context, r Reader, stack string, desired []objects.Object,
 			if d := ownership(stack, o, l, inInventory[ref.Key()], opts.Adopt); d != nil {
 				p.Diagnostics = append(p.Diagnostics, *d)
 			}
-			c.Fields = Diff(o.Obj, l)
+			c.Desired = leaveReplicas(o.Obj, l)
+			c.Fields = withoutReplicas(c.Desired, Diff(c.Desired, l))
 			c.Action = NoOp
 			if len(c.Fields) > 0 {
 				c.Action = Update
 				if reason := immutableChange(o.Kind(), c.Fields); reason != "" {
 					c.Action, c.Reason = Replace, reason
+					c.Desired = o.Obj // created again, so with its initial count
 				}
 			}
 		}

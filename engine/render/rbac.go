@@ -32,6 +32,8 @@ func tenantRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{"apps"}, Verbs: editVerbs, Resources: []string{"deployments", "statefulsets", "replicasets"}},
 		{APIGroups: []string{"apps"}, Verbs: editVerbs, Resources: []string{"deployments/scale", "statefulsets/scale"}},
 		{APIGroups: []string{"batch"}, Verbs: editVerbs, Resources: []string{"jobs", "cronjobs"}},
+		{APIGroups: []string{"autoscaling"}, Verbs: editVerbs, Resources: []string{"horizontalpodautoscalers"}},
+		{APIGroups: []string{"keda.sh"}, Verbs: editVerbs, Resources: []string{"scaledobjects"}},
 		{APIGroups: []string{"resource.k8s.io"}, Verbs: editVerbs, Resources: []string{"resourceclaims", "resourceclaimtemplates"}},
 		{APIGroups: []string{"resource.k8s.io"}, Verbs: readVerbs, Resources: []string{"resourceclaims/status"}},
 		{APIGroups: []string{"events.k8s.io"}, Verbs: readVerbs, Resources: []string{"events"}},

@@ -115,7 +115,7 @@ func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
 		workload = &appsv1.Deployment{
 			ObjectMeta: r.meta(w.Address, w.Namespace, w.Name, workloadLabels),
 			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr.To(w.Replicas),
+				Replicas: ptr.To(w.InitialReplicas()),
 				Selector: selector,
 				Template: template,
 				// No surge: a surge pod would need a slice more than the
@@ -133,7 +133,7 @@ func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
 		sts := &appsv1.StatefulSet{
 			ObjectMeta: r.meta(w.Address, w.Namespace, w.Name, workloadLabels),
 			Spec: appsv1.StatefulSetSpec{
-				Replicas: ptr.To(w.Replicas), Selector: selector, Template: template, ServiceName: w.Name,
+				Replicas: ptr.To(w.InitialReplicas()), Selector: selector, Template: template, ServiceName: w.Name,
 			},
 		}
 		if w.ModelVolume != nil {
@@ -161,11 +161,20 @@ func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
 			},
 		}
 	}
+	if w.Autoscaled() {
+		// Plan and apply leave the replica count to the autoscaler.
+		workload.(metav1.Object).GetAnnotations()[objects.AnnotationAutoscaledBy] = autoscaledBy(w)
+	}
 	o, err = object(w.Address, workload, apiVersion, kind)
 	if err != nil {
 		return nil, err
 	}
 	out = append(out, o)
+	hpa, err := r.autoscaler(w, apiVersion, kind)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, hpa...)
 
 	if w.Expose != nil {
 		target := w.Expose.TargetPort

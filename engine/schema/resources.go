@@ -108,7 +108,7 @@ var Workload = Resource{
 			forceNew(required(str("name", "Workload name (lowercase letters, digits and '-'); names the Deployment/StatefulSet/Job, its claim template, volume and Service."))),
 			required(str("package", "Package whose slice each replica gets, e.g. `gpuslice_package.small.name`.")),
 			forceNew(oneOf(strDefault("kind", "deployment", "`deployment`, `statefulset` (one model volume per replica) or `job` (runs to completion)."), "deployment", "statefulset", "job")),
-			{Name: "replicas", Type: cty.Number, Default: cty.NumberIntVal(1), Description: "Pods to run; each takes one slice of the package."},
+			{Name: "replicas", Type: cty.Number, Default: cty.NumberIntVal(1), Description: "Pods to run; each takes one slice of the package. With `autoscaling`, only the count the workload is created with (raised to `min_replicas`): the autoscaler owns it afterwards."},
 			{Name: "labels", Type: cty.Map(cty.String), Description: "Extra labels for the workload's pods."},
 			{Name: "preload_models", Type: cty.List(cty.String), Description: "Models pulled once the workload is ready, by a one-off Job calling the runtime's HTTP API (`POST /api/pull`) through the Service; tenants cannot `kubectl exec`. Needs `expose`."},
 			strDefault("preload_image", "curlimages/curl:8.11.1", "Image of the preload Job; it needs `sh` and `curl`."),
@@ -176,6 +176,7 @@ var Workload = Resource{
 					oneOf(strDefault("type", "ClusterIP", "`ClusterIP`, `NodePort` or `LoadBalancer`."), "ClusterIP", "NodePort", "LoadBalancer"),
 				},
 			},
+			autoscaling,
 		},
 	},
 }

@@ -93,6 +93,7 @@ type Workload struct {
 	ModelVolume   *ModelVolume      `json:"model_volume"`
 	Model         *Model            `json:"model"`
 	Expose        *Expose           `json:"expose"`
+	Autoscaling   *Autoscaling      `json:"autoscaling"`
 	PreloadModels []string          `json:"preload_models"`
 	PreloadImage  string            `json:"preload_image"`
 	WaitFor       string            `json:"wait_for"`

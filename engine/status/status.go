@@ -90,7 +90,8 @@ func (s Status) Attributes() map[string]string {
 // cover its namespace.
 func (s *Snapshot) Diagnose(w *spec.Workload) Status {
 	key := w.Namespace + "/" + w.Name
-	st := Status{Replicas: w.Replicas}
+	want := s.wanted(w)
+	st := Status{Replicas: want}
 	var controllerFailure string
 	var controllerName string
 	switch w.Kind {
@@ -154,18 +155,19 @@ func (s *Snapshot) Diagnose(w *spec.Workload) Status {
 			worst, worstMsg = r, msg
 		}
 	}
-	missingPods := int(w.Replicas) - len(pods)
+	missingPods := int(want) - len(pods)
 	switch {
 	case controllerFailure != "" && (missingPods > 0 || len(pods) == 0):
 		worst, worstMsg = quotaReason(controllerFailure, w)
 	case missingPods > 0 && severity[worst] < severity[Progressing]:
-		worst, worstMsg = Progressing, fmt.Sprintf("%d of %d replicas have no pod yet", missingPods, w.Replicas)
+		worst, worstMsg = Progressing, fmt.Sprintf("%d of %d replicas have no pod yet", missingPods, want)
 	}
+	worstMsg = s.waitingSummary(w, pods, want, missingPods, worst, worstMsg)
 	switch {
-	case w.Replicas == 0:
+	case want == 0:
 		st.Phase, st.Reason, st.Message = Running, Ready, "scaled to zero replicas"
-	case st.Ready >= w.Replicas:
-		st.Phase, st.Reason, st.Message = Running, Ready, fmt.Sprintf("%d/%d replicas ready", st.Ready, w.Replicas)
+	case st.Ready >= want:
+		st.Phase, st.Reason, st.Message = Running, Ready, fmt.Sprintf("%d/%d replicas ready", st.Ready, want)
 	default:
 		st.Phase, st.Reason, st.Message = Pending, worst, worstMsg
 		if worst.Fatal() {

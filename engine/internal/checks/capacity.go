@@ -12,7 +12,7 @@ func (c *checker) capacity() {
 		free[pkg] = n
 	}
 	for _, w := range c.stack.Workloads {
-		want := int64(w.Replicas) - c.facts.Running[w.Namespace+"/"+w.Name].Pods
+		want := int64(chargedReplicas(w)) - c.facts.Running[w.Namespace+"/"+w.Name].Pods
 		n, known := free[w.Package]
 		if !known || want <= 0 {
 			continue

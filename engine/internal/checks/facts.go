@@ -35,6 +35,9 @@ type Facts struct {
 	// FreeSlices by package: slices the scheduler could still allocate.
 	// Missing when unknown.
 	FreeSlices map[string]int64
+	// KEDA says whether KEDA's ScaledObject CRD is installed; nil when
+	// unknown or not asked (no workload scales with KEDA).
+	KEDA *bool
 }
 
 // Quota is one ResourceQuota.

@@ -125,7 +125,7 @@ func (c *checker) chargeResources(w *spec.Workload, q Quota, left corev1.Resourc
 			perPod.Limits[corev1.ResourceMemory] = qty
 		}
 	}
-	addPodResources(need, perPod, int64(w.Replicas))
+	addPodResources(need, perPod, int64(chargedReplicas(w)))
 	if len(w.PreloadModels) > 0 {
 		addPodResources(need, render.PreloadResources(), 1)
 	}
@@ -135,7 +135,7 @@ func (c *checker) chargeResources(w *spec.Workload, q Quota, left corev1.Resourc
 			continue
 		}
 		if a.value(w.Container) == "" {
-			if !c.facts.LimitRanges[w.Namespace] && w.Replicas > 0 {
+			if !c.facts.LimitRanges[w.Namespace] && chargedReplicas(w) > 0 {
 				c.errorf(w, a.attr, "Quota needs "+string(a.resource),
 					"ResourceQuota %s in %s limits %s, so pods that do not set it are refused and the workload never starts: set %s",
 					q.Name, w.Namespace, a.resource, a.attr)
@@ -154,6 +154,10 @@ func (c *checker) chargeResources(w *spec.Workload, q Quota, left corev1.Resourc
 }
 
 func (c *checker) chargeSlices(w *spec.Workload, q Quota, left corev1.ResourceList) {
+	if w.Autoscaled() {
+		c.chargeAutoscaled(w, q, left)
+		return
+	}
 	key := render.DeviceQuotaResource(w.Package)
 	l, limited := left[key]
 	if !limited || w.Replicas == 0 {
@@ -183,7 +187,7 @@ func nonNegative(q resource.Quantity) string {
 }
 
 func perReplica(w *spec.Workload, v string) string {
-	s := fmt.Sprintf("%d × %s", w.Replicas, v)
+	s := fmt.Sprintf("%d × %s", chargedReplicas(w), v)
 	if len(w.PreloadModels) > 0 {
 		s += " + the preload Job"
 	}

@@ -33,6 +33,13 @@ const (
 	AnnotationKeptFor = "gpuslice.dev/kept-for"
 	// FieldManager is the server-side apply field manager.
 	FieldManager = "gpuslice"
+	// FieldManagerReplicas holds an autoscaled workload's spec.replicas
+	// while gpuslice stops applying it: server-side apply would otherwise
+	// remove the field, resetting the count, when its only manager drops it.
+	FieldManagerReplicas = "gpuslice-replicas-handover"
+	// AnnotationAutoscaledBy on a Deployment or StatefulSet names the
+	// autoscaler that owns its replica count (Kind/name).
+	AnnotationAutoscaledBy = "gpuslice.dev/autoscaled-by"
 )
 
 // Ref identifies an object.
@@ -125,6 +132,9 @@ var kinds = []Kind{
 		Immutable: [][]string{{"spec", "selector"}, {"spec", "volumeClaimTemplates"}, {"spec", "serviceName"}}},
 	{GVR: schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, Kind: "Job", Namespaced: true, Level: LevelWorkload,
 		Immutable: [][]string{{"spec", "template"}, {"spec", "completions"}, {"spec", "selector"}}},
+	{GVR: schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}, Kind: "HorizontalPodAutoscaler", Namespaced: true, Level: LevelAfterWorkload},
+	// KEDA's, rendered only where its CRD is installed (plan checks).
+	{GVR: schema.GroupVersionResource{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledobjects"}, Kind: "ScaledObject", Namespaced: true, Level: LevelAfterWorkload},
 }
 
 // Kinds returns every kind gpuslice renders.

@@ -60,6 +60,16 @@ func fullWorkload(kind string) *spec.Workload {
 		PreloadImage:  "curlimages/curl:8.11.0",
 		WaitFor:       "scheduled",
 		Timeout:       "2m",
+		Autoscaling: &spec.Autoscaling{MinReplicas: 1, MaxReplicas: 4, CPUUtilization: ptr.To[int32](70), MemoryUtilization: ptr.To[int32](80), Metrics: []spec.Metric{
+			{Type: spec.MetricPods, Name: "ts_queue_latency_microseconds", TargetAverageValue: "0.1M"},
+			{Type: spec.MetricObject, Name: "requests_per_second", TargetValue: "200", Object: &spec.DescribedObject{APIVersion: "v1", Kind: "Service", Name: "ollama"}},
+			{Type: spec.MetricExternal, Name: "queue_messages_ready", Selector: map[string]string{"queue": "inference"}, TargetValue: "500m"},
+		},
+			// Only one of Metrics (an HPA) and KEDA (a ScaledObject) at a
+			// time: the test reads each back in turn.
+			KEDA: &spec.KEDA{PollingInterval: ptr.To[int32](15), CooldownPeriod: ptr.To[int32](120), Prometheus: &spec.KEDAPrometheus{
+				ServerAddress: "http://prometheus.monitoring.svc:9090", Query: "sum(queue_latency_seconds)", Threshold: "0.5", ActivationThreshold: "0.1"}},
+		},
 	}
 }
 
@@ -101,15 +111,23 @@ func TestReadBackEveryField(t *testing.T) {
 	check(t, err, gotQuota, &wantQuota)
 
 	for _, kind := range []string{spec.KindDeployment, spec.KindStatefulSet, spec.KindJob} {
-		w := fullWorkload(kind)
-		if kind == spec.KindJob {
-			w.ModelVolume.AccessMode = "ReadWriteMany" // replicas share it
+		for _, scaler := range []string{"hpa", "keda"} {
+			w := fullWorkload(kind)
+			switch {
+			case kind == spec.KindJob:
+				w.ModelVolume.AccessMode = "ReadWriteMany" // replicas share it
+				w.Autoscaling = nil                        // a job is not scaled
+			case scaler == "hpa":
+				w.Autoscaling.KEDA = nil
+			default:
+				w.Autoscaling.Metrics = nil
+			}
+			c := cluster(t, &spec.Stack{Name: "s", Packages: []*spec.Package{pkg}, Workloads: []*spec.Workload{w}})
+			got, err := readback.Workload(ctx, c, w.Namespace, w.Name, w)
+			want := *w
+			want.Meta = spec.Meta{}
+			check(t, err, got, &want)
 		}
-		c := cluster(t, &spec.Stack{Name: "s", Packages: []*spec.Package{pkg}, Workloads: []*spec.Workload{w}})
-		got, err := readback.Workload(ctx, c, w.Namespace, w.Name, w)
-		want := *w
-		want.Meta = spec.Meta{}
-		check(t, err, got, &want)
 	}
 }
 

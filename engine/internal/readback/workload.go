@@ -23,7 +23,7 @@ import (
 // block come from prior (else their defaults).
 func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Workload) (*spec.Workload, error) {
 	v.Warm(view.ManagedKind("apps", "Deployment"), view.ManagedKind("apps", "StatefulSet"), view.ManagedKind("batch", "Job"),
-		view.ManagedKind("", "PersistentVolumeClaim"), view.ManagedKind("", "Service"))
+		view.ManagedKind("", "PersistentVolumeClaim"), view.ManagedKind("", "Service"), view.ManagedKind("autoscaling", "HorizontalPodAutoscaler"))
 	if prior == nil {
 		prior = &spec.Workload{WaitFor: spec.WaitReady, Timeout: "10m"}
 	}
@@ -36,6 +36,7 @@ func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Wo
 	var template corev1.PodTemplateSpec
 	var claimTemplates []corev1.PersistentVolumeClaim
 	found := false
+	autoscaledBy := ""
 	d, err := get[appsv1.Deployment](ctx, v, "apps", "Deployment", ns, name)
 	if err != nil {
 		return nil, err
@@ -43,6 +44,7 @@ func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Wo
 	if d != nil && managed(d.Labels) {
 		w.Kind, template, found = spec.KindDeployment, d.Spec.Template, true
 		w.Replicas = deref(d.Spec.Replicas, 1)
+		autoscaledBy = d.Annotations[objects.AnnotationAutoscaledBy]
 	}
 	if !found {
 		s, err := get[appsv1.StatefulSet](ctx, v, "apps", "StatefulSet", ns, name)
@@ -52,6 +54,7 @@ func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Wo
 		if s != nil && managed(s.Labels) {
 			w.Kind, template, found = spec.KindStatefulSet, s.Spec.Template, true
 			w.Replicas = deref(s.Spec.Replicas, 1)
+			autoscaledBy = s.Annotations[objects.AnnotationAutoscaledBy]
 			claimTemplates = s.Spec.VolumeClaimTemplates
 		}
 	}
@@ -91,6 +94,9 @@ func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Wo
 		return nil, err
 	}
 	if err := readPreload(ctx, v, w); err != nil {
+		return nil, err
+	}
+	if err := readAutoscaling(ctx, v, w, prior, autoscaledBy); err != nil {
 		return nil, err
 	}
 	return w, nil
