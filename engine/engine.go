@@ -317,7 +317,7 @@ func reached(w *spec.Workload, st status.Status) bool {
 	case st.Phase == status.Running || st.Phase == status.Succeeded:
 		return true
 	case w.WaitFor == spec.WaitScheduled:
-		return st.Scheduled >= w.Replicas && st.Device != ""
+		return st.Scheduled >= st.Replicas && st.Device != ""
 	}
 	return false
 }

@@ -217,6 +217,7 @@ func (v *validator) workload(w *Workload, packages map[string]bool) {
 		v.errorf(a, "replicas", "Invalid replica count", "%d: use 1 or more (0 only for a deployment or statefulset you want scaled down)", w.Replicas)
 	}
 	v.container(a, &w.Container)
+	v.multiGPU(w)
 	if mv := w.ModelVolume; mv != nil {
 		if q, ok := v.quantity(a, "model_volume.size", mv.Size); ok && q.Sign() == 0 {
 			v.errorf(a, "model_volume.size", "Empty volume", "size must be more than zero, e.g. \"20Gi\"")

@@ -90,7 +90,7 @@ func (s Status) Attributes() map[string]string {
 // cover its namespace.
 func (s *Snapshot) Diagnose(w *spec.Workload) Status {
 	key := w.Namespace + "/" + w.Name
-	st := Status{Replicas: w.Replicas}
+	st := Status{Replicas: w.Pods()}
 	var controllerFailure string
 	var controllerName string
 	switch w.Kind {
@@ -154,28 +154,29 @@ func (s *Snapshot) Diagnose(w *spec.Workload) Status {
 			worst, worstMsg = r, msg
 		}
 	}
-	missingPods := int(w.Replicas) - len(pods)
+	missingPods := int(st.Replicas) - len(pods)
 	switch {
 	case controllerFailure != "" && (missingPods > 0 || len(pods) == 0):
 		worst, worstMsg = quotaReason(controllerFailure, w)
 	case missingPods > 0 && severity[worst] < severity[Progressing]:
-		worst, worstMsg = Progressing, fmt.Sprintf("%d of %d replicas have no pod yet", missingPods, w.Replicas)
+		worst, worstMsg = Progressing, fmt.Sprintf("%d of %d replicas have no pod yet", missingPods, st.Replicas)
 	}
 	switch {
-	case w.Replicas == 0:
+	case st.Replicas == 0:
 		st.Phase, st.Reason, st.Message = Running, Ready, "scaled to zero replicas"
-	case st.Ready >= w.Replicas:
-		st.Phase, st.Reason, st.Message = Running, Ready, fmt.Sprintf("%d/%d replicas ready", st.Ready, w.Replicas)
+	case st.Ready >= st.Replicas:
+		st.Phase, st.Reason, st.Message = Running, Ready, fmt.Sprintf("%d/%d replicas ready", st.Ready, st.Replicas)
 	default:
 		st.Phase, st.Reason, st.Message = Pending, worst, worstMsg
 		if worst.Fatal() {
 			st.Phase = Failed
 		}
+		s.gang(w, pods, &st)
 	}
 	return st
 }
 
 func missing(w *spec.Workload) Status {
-	return Status{Phase: Missing, Reason: NotApplied, Replicas: w.Replicas,
+	return Status{Phase: Missing, Reason: NotApplied, Replicas: w.Pods(),
 		Message: fmt.Sprintf("%s %s/%s does not exist: run apply", w.Kind, w.Namespace, w.Name)}
 }

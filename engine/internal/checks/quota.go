@@ -92,7 +92,7 @@ func (c *checker) chargeQuota(ns string, q Quota, workloads []*spec.Workload) {
 			}
 		}
 		if l, ok := left[render.DeviceQuotaResource(w.Package)]; ok {
-			l.Add(*resource.NewQuantity(running.Pods, resource.DecimalSI))
+			l.Add(*resource.NewQuantity(running.Slices, resource.DecimalSI))
 			left[render.DeviceQuotaResource(w.Package)] = l
 		}
 	}
@@ -125,7 +125,7 @@ func (c *checker) chargeResources(w *spec.Workload, q Quota, left corev1.Resourc
 			perPod.Limits[corev1.ResourceMemory] = qty
 		}
 	}
-	addPodResources(need, perPod, int64(w.Replicas))
+	addPodResources(need, perPod, int64(w.Pods()))
 	if len(w.PreloadModels) > 0 {
 		addPodResources(need, render.PreloadResources(), 1)
 	}
@@ -135,7 +135,7 @@ func (c *checker) chargeResources(w *spec.Workload, q Quota, left corev1.Resourc
 			continue
 		}
 		if a.value(w.Container) == "" {
-			if !c.facts.LimitRanges[w.Namespace] && w.Replicas > 0 {
+			if !c.facts.LimitRanges[w.Namespace] && w.Pods() > 0 {
 				c.errorf(w, a.attr, "Quota needs "+string(a.resource),
 					"ResourceQuota %s in %s limits %s, so pods that do not set it are refused and the workload never starts: set %s",
 					q.Name, w.Namespace, a.resource, a.attr)
@@ -156,7 +156,8 @@ func (c *checker) chargeResources(w *spec.Workload, q Quota, left corev1.Resourc
 func (c *checker) chargeSlices(w *spec.Workload, q Quota, left corev1.ResourceList) {
 	key := render.DeviceQuotaResource(w.Package)
 	l, limited := left[key]
-	if !limited || w.Replicas == 0 {
+	need := w.Slices()
+	if !limited || need == 0 {
 		return
 	}
 	hard := q.Hard[key]
@@ -164,14 +165,15 @@ func (c *checker) chargeSlices(w *spec.Workload, q Quota, left corev1.ResourceLi
 	case hard.IsZero():
 		c.errorf(w, "package", "Package not granted",
 			"ResourceQuota %s in %s gives %s 0 slices, so the claims are refused and the workload never starts: grant it in the gpuslice_quota for %s (slices = { %q = %d })",
-			q.Name, w.Namespace, w.Package, w.Namespace, w.Package, w.Replicas)
-	case l.Value() < int64(w.Replicas):
+			q.Name, w.Namespace, w.Package, w.Namespace, w.Package, need)
+	case c.beyondGrant(w, q, hard.Value()):
+	case l.Value() < need:
 		held := hard.Value() - l.Value()
 		c.warnf(w, "package", "Slices already held",
 			"%d of %d %s slices already held in %s: this workload will wait until %d free up (or raise slices[%q] in the gpuslice_quota for %s)",
-			held, hard.Value(), w.Package, w.Namespace, int64(w.Replicas)-max(l.Value(), 0), w.Package, w.Namespace)
+			held, hard.Value(), w.Package, w.Namespace, need-max(l.Value(), 0), w.Package, w.Namespace)
 	}
-	l.Sub(*resource.NewQuantity(int64(w.Replicas), resource.DecimalSI))
+	l.Sub(*resource.NewQuantity(need, resource.DecimalSI))
 	left[key] = l
 }
 
@@ -183,7 +185,7 @@ func nonNegative(q resource.Quantity) string {
 }
 
 func perReplica(w *spec.Workload, v string) string {
-	s := fmt.Sprintf("%d × %s", w.Replicas, v)
+	s := fmt.Sprintf("%d × %s", w.Pods(), v)
 	if len(w.PreloadModels) > 0 {
 		s += " + the preload Job"
 	}
