@@ -101,7 +101,8 @@ func TestRenderedConfigsAreAdmitted(t *testing.T) {
 			}
 			s := c.Stack
 			if s.Platform == nil {
-				s.Platform = &spec.Platform{Namespace: "unused", Fractions: spec.DefaultFractions}
+				// Its cluster objects are the admission stack's, as below.
+				s.Platform = &spec.Platform{Meta: spec.Meta{Address: "gpuslice_platform.implied"}, Namespace: "unused", Fractions: spec.DefaultFractions}
 			}
 			s.Platform.TenantLabel = admissionTenantLabel
 			rename := map[string]string{}

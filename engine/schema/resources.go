@@ -97,7 +97,7 @@ var probe = []Attribute{
 // Workload is the gpuslice_workload resource.
 var Workload = Resource{
 	Type:        "gpuslice_workload",
-	Description: "A workload running on one slice of a package per replica: a Deployment, StatefulSet or Job whose pods get a ResourceClaim in the documented shape, with CPU and RAM sized apart from the slice, an optional persistent model volume, a Service, and models preloaded over the runtime's HTTP API.",
+	Description: "A workload on slices of a package (one per pod, or `gpus_per_pod` whole GPUs): a Deployment, StatefulSet, Job or distributed training job (`workers`: an indexed Job with a headless Service and torchrun's rendezvous environment) whose pods get a ResourceClaim in the documented shape, with CPU and RAM sized apart from the slice, an optional persistent model volume, a Service, and models preloaded over the runtime's HTTP API.",
 	ImportID:    "<namespace>/<name>",
 	Identity:    []string{"namespace", "name"},
 	Waits:       true,
@@ -120,7 +120,7 @@ var Workload = Resource{
 			computed(str("reason", "Why the workload is not running, with what to do (e.g. waiting for a free slice).")),
 			computed(str("claim", "Name of the first replica's ResourceClaim.")),
 			computed(str("node", "Node of the first replica.")),
-			computed(str("device", "Slice (device) allocated to the first replica, e.g. `gpu-0-25pct-1`.")),
+			computed(str("device", "Slice (device) allocated to the first replica, e.g. `gpu-0-25pct-1`; comma-separated when `gpus_per_pod` is more than 1.")),
 			computed(str("service_address", "In-cluster address of the Service, `<name>.<namespace>.svc:<port>`, when exposed.")),
 		},
 		Blocks: []Block{
