@@ -1,8 +1,8 @@
-// Package quickstart applies examples/quickstart with the OpenTofu binary a
-// user would run and the provider installed by `make install` into a local
-// filesystem mirror (no registry reachable), on the local control plane:
-// apply, outputs naming the slice and node, a second plan with no changes,
-// and destroy leaving nothing behind.
+// Package quickstart applies examples/quickstart and examples/training with
+// the OpenTofu binary a user would run and the provider installed by `make
+// install` into a local filesystem mirror (no registry reachable), on the
+// local control plane: apply, outputs naming the slice and node, a second
+// plan with no changes, and destroy leaving nothing behind.
 package quickstart
 
 import (
@@ -11,9 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,10 +46,6 @@ func install(t *testing.T) string {
 func TestQuickstartWithOpenTofu(t *testing.T) {
 	c := clustertest.Shared(t)
 	ctx := context.Background()
-	tofu, err := cluster.ToolPath(cluster.FindBinDir(), "tofu")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// One V100 published on the node, so Ollama's claim gets a slice.
 	gpu := &draproof.Proof{Client: c.Client(), Node: "gpu-node-1", Model: "Tesla V100-PCIE-32GB"}
 	if _, err := gpu.PublishGPU(ctx, 25, 50, 100); err != nil {
@@ -77,25 +71,7 @@ func TestQuickstartWithOpenTofu(t *testing.T) {
 		"TF_VAR_node_plugin_image=registry.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5",
 		// Nothing may be downloaded: a registry lookup fails here.
 		"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9")
-	run := func(args ...string) (string, int) {
-		t.Helper()
-		// Bounded well inside the test's own timeout, and the whole process
-		// group killed on expiry, so a hung apply leaves no provider behind.
-		ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, tofu, args...)
-		cmd.Dir, cmd.Env = dir, env
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		out, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return string(out), code
-	}
+	run := tofuIn(t, dir, env)
 
 	if out, code := run("init", "-input=false", "-no-color"); code != 0 || !strings.Contains(out, "gpuslice/gpuslice v0.1.0") {
 		t.Fatalf("tofu init from the mirror: exit %d\n%s", code, out)
