@@ -143,6 +143,24 @@ func TestFourGPUPod(t *testing.T) {
 		t.Errorf("status node %q device %q, want %s and four devices", st.Node, st.Device, node)
 	}
 	requireNoChanges(t, e, s)
+
+	// Claim templates are immutable: two GPUs per pod is a new template,
+	// and the one of four is pruned.
+	s = loadStack(t, "quad", quadHCL(5, gpuWorkloadHCL("quad", 2, "none")))
+	if err := e.Apply(ctx, mustPlan(t, e, s), apply.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	templates, err := c.Client().ResourceV1().ResourceClaimTemplates("quad").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tpl := range templates.Items {
+		names = append(names, fmt.Sprintf("%s=%d", tpl.Name, tpl.Spec.Spec.Devices.Requests[0].Exactly.Count))
+	}
+	if strings.Join(names, " ") != "quad-quad-h100-x2=2" {
+		t.Errorf("claim templates after gpus_per_pod 4 → 2: %v, want only quad-quad-h100-x2 asking for 2", names)
+	}
 }
 
 // forceDeletePods deletes a workload's pods at once, as a kubelet that
