@@ -115,7 +115,7 @@ func setUpAdmission(tb testing.TB, cl *cluster.Cluster) (*admissionEnv, error) {
 	if err := env.waitEnforced(ctx, admissionTenant, "testdata/admission/hostile"); err != nil {
 		return nil, err
 	}
-	tb.Logf("all five policies enforced %s after the apply returned", time.Since(start).Round(time.Millisecond))
+	tb.Logf("all six policies enforced %s after the apply returned", time.Since(start).Round(time.Millisecond))
 	return env, nil
 }
 
@@ -129,6 +129,7 @@ func (a *admissionEnv) waitEnforced(ctx context.Context, namespace, dir string) 
 		render.PolicyReservedEnvKeys: "configmap-ld-preload-key.yaml",
 		render.PolicyClaimShape:      "claim-selectors.yaml",
 		render.PolicyClaimGrants:     "claim-class-granted-zero.yaml",
+		render.PolicyClaimWholeGPUs:  "claim-count-two.yaml",
 	}
 	for policy, file := range probes {
 		m, err := readManifest(filepath.Join(dir, file))

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -227,7 +228,7 @@ func TestGrantFollowsTheQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	granted := strings.Replace(string(base), "(gpuslice_package.whole.name)  = 0", "(gpuslice_package.whole.name)  = 1", 1)
+	granted := regexp.MustCompile(`\(gpuslice_package\.whole\.name\)( +)= 0`).ReplaceAllString(string(base), "(gpuslice_package.whole.name)$1= 1")
 	if granted == string(base) {
 		t.Fatal("the admission stack no longer grants adm-32gi 0 slices; update this test")
 	}

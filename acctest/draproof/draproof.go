@@ -186,53 +186,7 @@ func (p *Proof) TryRawGPUPod(ctx context.Context, namespace string, expectRefusa
 // one ResourceSlice, and in a second slice, for each fraction, 100/fraction
 // devices consuming their share of those counters.
 func (p *Proof) PublishGPU(ctx context.Context, fractions ...int) ([]*resourcev1.ResourceSlice, error) {
-	const counterSet = "gpu-0"
-	pool := resourcev1.ResourcePool{Name: p.Node, Generation: 1, ResourceSliceCount: 2}
-	total := resource.MustParse(GPUMemory)
-	counters := &resourcev1.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Node + "-counters"},
-		Spec: resourcev1.ResourceSliceSpec{
-			Driver: contract.DriverName, Pool: pool, NodeName: ptr.To(p.Node),
-			SharedCounters: []resourcev1.CounterSet{{Name: counterSet, Counters: map[string]resourcev1.Counter{
-				contract.CapacityMemory:  {Value: total},
-				contract.CapacityCompute: {Value: *resource.NewQuantity(contract.ComputeWhole, resource.DecimalSI)},
-			}}},
-		},
-	}
-	devices := &resourcev1.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Node + "-devices"},
-		Spec:       resourcev1.ResourceSliceSpec{Driver: contract.DriverName, Pool: pool, NodeName: ptr.To(p.Node)},
-	}
-	for _, f := range fractions {
-		memory := resource.NewQuantity(total.Value()*int64(f)/100, resource.BinarySI)
-		compute := resource.NewQuantity(int64(f), resource.DecimalSI)
-		for i := 1; i <= 100/f; i++ {
-			devices.Spec.Devices = append(devices.Spec.Devices, resourcev1.Device{
-				Name: fmt.Sprintf("gpu-0-%dpct-%d", f, i),
-				Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
-					contract.AttrModel:    {StringValue: ptr.To(p.model())},
-					contract.AttrFraction: {IntValue: ptr.To(int64(f))},
-					// Every V100 is Volta.
-					contract.AttrComputeCapability: {VersionValue: ptr.To("7.0.0")},
-				},
-				Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
-					contract.CapacityMemory: {Value: *memory}, contract.CapacityCompute: {Value: *compute},
-				},
-				ConsumesCounters: []resourcev1.DeviceCounterConsumption{{CounterSet: counterSet, Counters: map[string]resourcev1.Counter{
-					contract.CapacityMemory: {Value: *memory}, contract.CapacityCompute: {Value: *compute},
-				}}},
-			})
-		}
-	}
-	var out []*resourcev1.ResourceSlice
-	for _, s := range []*resourcev1.ResourceSlice{counters, devices} {
-		created, err := p.Client.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("publish resource slice %s: %w", s.Name, err)
-		}
-		out = append(out, created)
-	}
-	return out, nil
+	return p.PublishGPUs(ctx, 1, fractions...)
 }
 
 // RunPod creates a claim template for class and a pod using it, then waits

@@ -24,10 +24,6 @@ import (
 func TestAutoscaledInferenceWithOpenTofu(t *testing.T) {
 	c := clustertest.Shared(t)
 	ctx := context.Background()
-	tofu, err := cluster.ToolPath(cluster.FindBinDir(), "tofu")
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := c.AddNode(ctx, cluster.NodeSpec{Name: "serve-node"}); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +45,7 @@ func TestAutoscaledInferenceWithOpenTofu(t *testing.T) {
 	dir := filepath.Join(work, "examples", "autoscaled-inference")
 	env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+install(t), "KUBE_CONFIG_PATH="+c.KubeconfigPath, "TF_IN_AUTOMATION=1",
 		"TF_VAR_wait_for=scheduled", "HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9")
-	run := tofuIn(t, tofu, dir, env)
+	run := tofuIn(t, dir, env)
 
 	if out, code := run("init", "-input=false", "-no-color"); code != 0 {
 		t.Fatalf("tofu init from the mirror: exit %d\n%s", code, out)

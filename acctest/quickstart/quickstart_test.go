@@ -1,4 +1,4 @@
-// Package quickstart applies examples/quickstart and
+// Package quickstart applies examples/quickstart, examples/training and
 // examples/autoscaled-inference with the OpenTofu binary a user would run
 // and the provider installed by `make install` into a local filesystem
 // mirror (no registry reachable), on the local control plane: apply,
@@ -47,10 +47,6 @@ func install(t *testing.T) string {
 func TestQuickstartWithOpenTofu(t *testing.T) {
 	c := clustertest.Shared(t)
 	ctx := context.Background()
-	tofu, err := cluster.ToolPath(cluster.FindBinDir(), "tofu")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// One V100 published on the node, so Ollama's claim gets a slice.
 	gpu := &draproof.Proof{Client: c.Client(), Node: "gpu-node-1", Model: "Tesla V100-PCIE-32GB"}
 	if _, err := gpu.PublishGPU(ctx, 25, 50, 100); err != nil {
@@ -76,7 +72,7 @@ func TestQuickstartWithOpenTofu(t *testing.T) {
 		"TF_VAR_node_plugin_image=registry.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5",
 		// Nothing may be downloaded: a registry lookup fails here.
 		"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9")
-	run := tofuIn(t, tofu, dir, env)
+	run := tofuIn(t, dir, env)
 
 	if out, code := run("init", "-input=false", "-no-color"); code != 0 || !strings.Contains(out, "gpuslice/gpuslice v0.1.0") {
 		t.Fatalf("tofu init from the mirror: exit %d\n%s", code, out)

@@ -6,11 +6,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuslice/gpuslice/internal/cluster"
 )
 
-// tofuIn returns a runner of tofu in dir with env, giving its output and
-// exit code.
-func tofuIn(t *testing.T, tofu, dir string, env []string) func(args ...string) (string, int) {
+// tofuIn returns a runner of the tofu binary in dir with env: its combined
+// output and exit code.
+func tofuIn(t *testing.T, dir string, env []string) func(args ...string) (string, int) {
+	t.Helper()
+	tofu, err := cluster.ToolPath(cluster.FindBinDir(), "tofu")
+	if err != nil {
+		t.Fatal(err)
+	}
 	return func(args ...string) (string, int) {
 		t.Helper()
 		// Bounded well inside the test's own timeout, and the whole process

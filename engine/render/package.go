@@ -29,7 +29,7 @@ func Selector(model string, fraction int) string {
 }
 
 func (r renderer) pkg(p *spec.Package) ([]objects.Object, error) {
-	meta := r.meta(p.Address, "", p.Name, map[string]string{contract.LabelPackage: p.Name})
+	meta := r.meta(p.Address, "", p.Name, map[string]string{contract.LabelPackage: p.Name, LabelFraction: strconv.Itoa(p.Fraction)})
 	meta.Annotations[AnnotationGPUModel] = p.GPUModel
 	meta.Annotations[AnnotationFraction] = strconv.Itoa(p.Fraction)
 	if p.Memory != "" {

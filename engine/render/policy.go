@@ -25,6 +25,7 @@ const (
 	PolicyReservedEnvKeys = "gpuslice-reserved-env-keys"
 	PolicyClaimShape      = "gpuslice-claim-shape"
 	PolicyClaimGrants     = "gpuslice-claim-grants"
+	PolicyClaimWholeGPUs  = "gpuslice-claim-whole-gpus"
 )
 
 // policy is one ValidatingAdmissionPolicy with how it is bound.
@@ -42,10 +43,11 @@ func (r renderer) policies(p *spec.Platform) ([]objects.Object, error) {
 		PolicyReservedEnvKeys: reservedEnvKeysPolicy(),
 		PolicyClaimShape:      claimShapePolicy(),
 		PolicyClaimGrants:     claimGrantsPolicy(),
+		PolicyClaimWholeGPUs:  claimWholeGPUsPolicy(),
 	}
 	tenants := &metav1.LabelSelector{MatchLabels: map[string]string{r.tenantLabel(): "true"}}
 	var out []objects.Object
-	for _, name := range []string{PolicyRawGPU, PolicySliceIsolation, PolicyReservedEnvKeys, PolicyClaimShape, PolicyClaimGrants} {
+	for _, name := range []string{PolicyRawGPU, PolicySliceIsolation, PolicyReservedEnvKeys, PolicyClaimShape, PolicyClaimGrants, PolicyClaimWholeGPUs} {
 		pol := all[name]
 		// A policy that cannot be evaluated denies: an escape must never
 		// pass because an expression failed.

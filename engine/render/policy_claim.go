@@ -48,10 +48,11 @@ func requestField(field, bad string) string {
 }
 
 // documentedShape is how a claim template looks when the engine renders it.
-const documentedShape = `exactly { deviceClassName: <package>, count: 1 } with the label ` + contract.LabelPackage + `: <package>`
+const documentedShape = `exactly { deviceClassName: <package>, count: 1 (a whole-GPU package: up to the namespace grant) } with the label ` + contract.LabelPackage + `: <package>`
 
 // claimShapePolicy admits only the documented claim shape: one request,
-// exactly one device of a class, nothing that widens or reconfigures what
+// exactly some devices of a class (how many: claimWholeGPUsPolicy and the
+// grants policy), nothing that widens or reconfigures what
 // the class selects. Claim specs are immutable, so updates are checked only
 // when they change labels (the resourceclaim controller's finalizer updates
 // must never be refused).
@@ -69,8 +70,8 @@ func claimShapePolicy() policy {
 		Variables: claimVariables(),
 		Validations: []admissionv1.Validation{
 			deny(`variables.schedulerMade || size(variables.requests) == 1`,
-				`variables.devicesPath + '.requests has ' + string(size(variables.requests)) + ' requests: one claim is one slice; `+
-					`write one request, `+documentedShape+`, and use one claim per slice'`),
+				`variables.devicesPath + '.requests has ' + string(size(variables.requests)) + ' requests: a gpuslice claim has one request; `+
+					`write one request, `+documentedShape+`, and use one claim per pod'`),
 			deny(`variables.requests.all(r, !has(r.firstAvailable))`,
 				`variables.devicesPath + '.requests[' + variables.requests.filter(r, has(r.firstAvailable))[0].name + '].firstAvailable: `+
 					`alternatives are not part of a gpuslice claim; request one package: `+documentedShape+`'`),
@@ -78,7 +79,6 @@ func claimShapePolicy() policy {
 			shape("adminAccess", `e.?adminAccess.orValue(false)`, `admin access reaches devices in use by other tenants; remove adminAccess`),
 			shape("capacity", `has(e.capacity)`, `a slice's memory and compute are fixed by its package; remove capacity and pick a package of the size you need`),
 			shape("allocationMode", `e.?allocationMode.orValue('ExactCount') != 'ExactCount'`, `allocationMode All would take every matching slice; remove allocationMode`),
-			shape("count", `!variables.schedulerMade && e.?count.orValue(1) != 1`, `one claim is one slice; set count to 1 and use one claim (or one replica) per slice`),
 			shape("tolerations", `has(e.tolerations)`, `tolerations would place the claim on slices taken out of service; remove tolerations`),
 			deny(`!has(variables.devices.config)`,
 				`variables.devicesPath + '.config: the gpuslice node plugin configures the slice from its package; remove the opaque config'`),
@@ -111,6 +111,7 @@ const grantSuffix = ".deviceclass.resource.k8s.io/devices"
 // the claim is refused. Checked on create only: a claim made under a grant
 // stays valid when the grant is withdrawn (the quota still counts it).
 func claimGrantsPolicy() policy {
+	overGrant, overGrantRule := claimOverGrant()
 	return policy{
 		spec: admissionv1.ValidatingAdmissionPolicySpec{
 			ParamKind:        &admissionv1.ParamKind{APIVersion: "v1", Kind: "ResourceQuota"},
@@ -120,11 +121,12 @@ func claimGrantsPolicy() policy {
 					`quantity(string(params.spec.hard[k])).isGreaterThan(quantity('0'))).map(k, k.substring(0, size(k) - ` +
 					`size('` + grantSuffix + `')))`},
 				admissionv1.Variable{Name: "notGranted", Expression: `variables.exact.map(r, r.exactly.deviceClassName).filter(c, !(c in variables.granted))`},
+				overGrant,
 			),
 			Validations: []admissionv1.Validation{deny(`size(variables.notGranted) == 0`,
 				`'deviceClassName ' + variables.notGranted[0] + ' is not granted to namespace ' + request.namespace + ': its gpuslice quota grants ' + `+
 					`(size(variables.granted) == 0 ? 'no package' : variables.granted.sort().join(', ')) + '; use one of those, `+
-					`or ask the platform team to add the package to the namespace\'s gpuslice_quota'`)},
+					`or ask the platform team to add the package to the namespace\'s gpuslice_quota'`), overGrantRule},
 		},
 		paramRef: &admissionv1.ParamRef{Name: QuotaName, ParameterNotFoundAction: ptr.To(admissionv1.DenyAction)},
 	}

@@ -34,7 +34,14 @@ const ClaimName = "gpu"
 // part of the name: claim templates are immutable, so moving a workload to
 // another package creates a new template and prunes the old one instead of
 // deleting the one running pods came from.
-func ClaimTemplateName(w *spec.Workload) string { return w.Name + "-" + w.Package }
+// A pod's device count is part of it for the same reason; one device keeps
+// the name it always had, so existing stacks do not replace their template.
+func ClaimTemplateName(w *spec.Workload) string {
+	if n := w.DevicesPerPod(); n > 1 {
+		return fmt.Sprintf("%s-%s-x%d", w.Name, w.Package, n)
+	}
+	return w.Name + "-" + w.Package
+}
 
 // VolumeName names a workload's model volume (per replica for a
 // StatefulSet: <VolumeName>-<name>-<ordinal>).
@@ -77,7 +84,7 @@ func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
 			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
 				Requests: []resourcev1.DeviceRequest{{
 					Name:    ClaimName,
-					Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: w.Package, Count: 1},
+					Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: w.Package, Count: int64(w.DevicesPerPod())},
 				}},
 			}},
 		},
@@ -89,7 +96,7 @@ func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
 	out = append(out, o)
 
 	pod := r.podSpec(w)
-	template := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: PodLabels(w)}, Spec: pod}
+	template := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: PodLabels(w), Annotations: podAnnotations(w)}, Spec: pod}
 	selector := &metav1.LabelSelector{MatchLabels: WorkloadSelector(w)}
 
 	if w.ModelVolume != nil && w.Kind != spec.KindStatefulSet {
@@ -152,6 +159,14 @@ func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
 		workload = sts
 	case spec.KindJob:
 		apiVersion, kind = "batch/v1", "Job"
+		if w.Distributed() {
+			job, svc := r.training(w, template)
+			if out, err = appendObject(out, w.Address, svc, "v1", "Service"); err != nil {
+				return nil, err
+			}
+			workload = job
+			break
+		}
 		template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 		workload = &batchv1.Job{
 			ObjectMeta: r.meta(w.Address, w.Namespace, w.Name, workloadLabels),

@@ -97,7 +97,7 @@ var probe = []Attribute{
 // Workload is the gpuslice_workload resource.
 var Workload = Resource{
 	Type:        "gpuslice_workload",
-	Description: "A workload running on one slice of a package per replica: a Deployment, StatefulSet or Job whose pods get a ResourceClaim in the documented shape, with CPU and RAM sized apart from the slice, an optional persistent model volume, a Service, and models preloaded over the runtime's HTTP API.",
+	Description: "A workload on slices of a package (one per pod, or `gpus_per_pod` whole GPUs): a Deployment, StatefulSet, Job or distributed training job (`workers`: an indexed Job with a headless Service and torchrun's rendezvous environment) whose pods get a ResourceClaim in the documented shape, with CPU and RAM sized apart from the slice, an optional persistent model volume, a Service, and models preloaded over the runtime's HTTP API.",
 	ImportID:    "<namespace>/<name>",
 	Identity:    []string{"namespace", "name"},
 	Waits:       true,
@@ -108,7 +108,9 @@ var Workload = Resource{
 			forceNew(required(str("name", "Workload name (lowercase letters, digits and '-'); names the Deployment/StatefulSet/Job, its claim template, volume and Service."))),
 			required(str("package", "Package whose slice each replica gets, e.g. `gpuslice_package.small.name`.")),
 			forceNew(oneOf(strDefault("kind", "deployment", "`deployment`, `statefulset` (one model volume per replica) or `job` (runs to completion)."), "deployment", "statefulset", "job")),
-			{Name: "replicas", Type: cty.Number, Default: cty.NumberIntVal(1), Description: "Pods to run; each takes one slice of the package. With `autoscaling`, only the count the workload is created with (raised to `min_replicas`): the autoscaler owns it afterwards."},
+			{Name: "replicas", Type: cty.Number, Default: cty.NumberIntVal(1), Description: "Pods to run; each takes `gpus_per_pod` slices of the package. With `autoscaling`, only the count the workload is created with (raised to `min_replicas`): the autoscaler owns it afterwards."},
+			{Name: "gpus_per_pod", Type: cty.Number, Default: cty.NumberIntVal(1), Description: "Devices of the package each pod gets, all on one node, each on a different GPU: one claim asking for exactly this many. More than 1 needs a whole-GPU package (`fraction = 100`); the namespace's quota must grant at least this many."},
+			{Name: "workers", Type: cty.Number, Default: cty.NumberIntVal(1), Description: "With `kind = \"job\"`, 2 or more makes a distributed training job: an indexed Job of this many pods (each with `gpus_per_pod` slices) and a headless Service, with the rendezvous environment torchrun reads (`MASTER_ADDR`, `MASTER_PORT` 29500, `WORLD_SIZE`, `RANK`, `PET_*`). Leave `replicas` at 1. Plan fails when the whole gang does not fit the namespace's quota."},
 			{Name: "labels", Type: cty.Map(cty.String), Description: "Extra labels for the workload's pods."},
 			{Name: "preload_models", Type: cty.List(cty.String), Description: "Models pulled once the workload is ready, by a one-off Job calling the runtime's HTTP API (`POST /api/pull`) through the Service; tenants cannot `kubectl exec`. Needs `expose`."},
 			strDefault("preload_image", "curlimages/curl:8.11.1", "Image of the preload Job; it needs `sh` and `curl`."),
@@ -118,7 +120,7 @@ var Workload = Resource{
 			computed(str("reason", "Why the workload is not running, with what to do (e.g. waiting for a free slice).")),
 			computed(str("claim", "Name of the first replica's ResourceClaim.")),
 			computed(str("node", "Node of the first replica.")),
-			computed(str("device", "Slice (device) allocated to the first replica, e.g. `gpu-0-25pct-1`.")),
+			computed(str("device", "Slice (device) allocated to the first replica, e.g. `gpu-0-25pct-1`; comma-separated when `gpus_per_pod` is more than 1.")),
 			computed(str("service_address", "In-cluster address of the Service, `<name>.<namespace>.svc:<port>`, when exposed.")),
 		},
 		Blocks: []Block{

@@ -60,7 +60,7 @@ func TestAutoscalingValidation(t *testing.T) {
 			w.ModelVolume = &spec.ModelVolume{Size: "1Gi", MountPath: "/m", AccessMode: "ReadWriteOnce"}
 		}, `model_volume.access_mode: Volume cannot be shared: up to 2 replicas (autoscaling.max_replicas)`},
 	} {
-		w := &spec.Workload{Meta: spec.Meta{Address: "gpuslice_workload.w"}, Namespace: "team-a", Name: "w", Package: "p", Kind: spec.KindDeployment, Replicas: 1,
+		w := &spec.Workload{Meta: spec.Meta{Address: "gpuslice_workload.w"}, Namespace: "team-a", Name: "w", Package: "p", Kind: spec.KindDeployment, Replicas: 1, GPUsPerPod: 1, Workers: 1,
 			WaitFor: spec.WaitReady, Timeout: "10m",
 			Container:   spec.Container{Image: "ollama/ollama:0.24.0", CPURequest: "1"},
 			Autoscaling: &spec.Autoscaling{MinReplicas: 1, MaxReplicas: 2, CPUUtilization: ptr.To[int32](70)}}

@@ -88,6 +88,8 @@ type Workload struct {
 	Package       string            `json:"package"`
 	Kind          string            `json:"kind"`
 	Replicas      int32             `json:"replicas"`
+	GPUsPerPod    int32             `json:"gpus_per_pod"`
+	Workers       int32             `json:"workers"`
 	Labels        map[string]string `json:"labels"`
 	Container     Container         `json:"container"`
 	ModelVolume   *ModelVolume      `json:"model_volume"`

@@ -218,6 +218,7 @@ func (v *validator) workload(w *Workload, packages map[string]bool) {
 	}
 	v.container(a, &w.Container)
 	v.autoscaling(w)
+	v.multiGPU(w)
 	if mv := w.ModelVolume; mv != nil {
 		if q, ok := v.quantity(a, "model_volume.size", mv.Size); ok && q.Sign() == 0 {
 			v.errorf(a, "model_volume.size", "Empty volume", "size must be more than zero, e.g. \"20Gi\"")

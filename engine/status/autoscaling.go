@@ -12,7 +12,7 @@ import (
 // or the controller's own when an autoscaler owns it.
 func (s *Snapshot) wanted(w *spec.Workload) int32 {
 	if !w.Autoscaled() {
-		return w.Replicas
+		return w.Pods()
 	}
 	key := w.Namespace + "/" + w.Name
 	switch w.Kind {

@@ -44,7 +44,7 @@ func (s *Snapshot) diagnosePod(w *spec.Workload, pod *corev1.Pod) (Reason, strin
 			continue
 		}
 		if strings.Contains(c.Message, "cannot allocate all claims") {
-			return WaitingForSlice, fmt.Sprintf("waiting for a free slice: no %s slice is free on any node; pod %s stays Pending until one frees (quota is an entitlement, not a reservation)", w.Package, pod.Name)
+			return WaitingForSlice, waitingForSlices(w, pod.Name)
 		}
 		msg := fmt.Sprintf("pod %s cannot be scheduled: %s", pod.Name, c.Message)
 		if strings.Contains(c.Message, "unbound immediate PersistentVolumeClaims") {

@@ -134,7 +134,7 @@ func (s *Snapshot) claimOf(pod *corev1.Pod) (string, string) {
 		name := *cs.ResourceClaimName
 		c := s.claims[pod.Namespace][name]
 		if c != nil && c.Status.Allocation != nil && len(c.Status.Allocation.Devices.Results) > 0 {
-			return name, c.Status.Allocation.Devices.Results[0].Device
+			return name, devices(c.Status.Allocation.Devices.Results)
 		}
 		return name, ""
 	}

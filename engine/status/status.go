@@ -173,11 +173,12 @@ func (s *Snapshot) Diagnose(w *spec.Workload) Status {
 		if worst.Fatal() {
 			st.Phase = Failed
 		}
+		s.gang(w, pods, &st)
 	}
 	return st
 }
 
 func missing(w *spec.Workload) Status {
-	return Status{Phase: Missing, Reason: NotApplied, Replicas: w.Replicas,
+	return Status{Phase: Missing, Reason: NotApplied, Replicas: w.Pods(),
 		Message: fmt.Sprintf("%s %s/%s does not exist: run apply", w.Kind, w.Namespace, w.Name)}
 }

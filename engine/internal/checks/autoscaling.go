@@ -9,7 +9,7 @@ import (
 )
 
 // slicesPerReplica is how many slices of its package one replica claims.
-func slicesPerReplica(w *spec.Workload) int64 { return 1 }
+func slicesPerReplica(w *spec.Workload) int64 { return int64(w.DevicesPerPod()) }
 
 // chargedReplicas is the replica count the quota and capacity checks
 // charge: an autoscaled workload surely runs min_replicas; more are
@@ -18,7 +18,7 @@ func chargedReplicas(w *spec.Workload) int32 {
 	if w.Autoscaling != nil {
 		return w.Autoscaling.MinReplicas
 	}
-	return w.Replicas
+	return w.Pods()
 }
 
 // chargeAutoscaled: every replica the autoscaler starts needs its slice.

@@ -27,6 +27,7 @@ func Run(s *spec.Stack, t *tables.Set, facts *Facts, skipped string) diag.Diagno
 		c.image(w, pkg)
 		c.memory(w)
 		c.fit(w, pkg)
+		c.wholeGPUs(w, pkg)
 		c.storage(w)
 	}
 	if facts != nil {

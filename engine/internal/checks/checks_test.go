@@ -248,12 +248,12 @@ func TestQuotaCheck(t *testing.T) {
 
 func TestCapacityCheck(t *testing.T) {
 	runCases(t, []checkCase{
-		{name: "none free", facts: func(f *Facts) { f.FreeSlices = map[string]int64{"v100-8gi": 0} },
+		{name: "none free", facts: func(f *Facts) { freeOn(f, "v100-8gi", map[string]int64{"n1": 0}) },
 			want: []string{"Warning package: No free slice now"}, detail: "no free v100-8gi slice in the cluster now; the workload will wait in Pending until one frees"},
-		{name: "one free", facts: func(f *Facts) { f.FreeSlices = map[string]int64{"v100-8gi": 1} }, want: nil},
+		{name: "one free", facts: func(f *Facts) { freeOn(f, "v100-8gi", map[string]int64{"n1": 1}) }, want: nil},
 		{name: "already running", facts: func(f *Facts) {
-			f.FreeSlices = map[string]int64{"v100-8gi": 0}
-			f.Running["team-a/ollama"] = Usage{Pods: 1}
+			freeOn(f, "v100-8gi", map[string]int64{"n1": 0})
+			f.Running["team-a/ollama"] = Usage{Pods: 1, Slices: 1}
 		}, want: nil},
 	})
 }

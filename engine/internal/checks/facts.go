@@ -38,6 +38,9 @@ type Facts struct {
 	// KEDA says whether KEDA's ScaledObject CRD is installed; nil when
 	// unknown or not asked (no workload scales with KEDA).
 	KEDA *bool
+	// FreeByNode by package, then node: a pod's devices are all on one
+	// node, so a multi-GPU pod needs that many free on one.
+	FreeByNode map[string]map[string]int64
 }
 
 // Quota is one ResourceQuota.
@@ -48,7 +51,10 @@ type Quota struct {
 
 // Usage is what a workload's pods take from the namespace's quota.
 type Usage struct {
-	Pods int64 // each holds one claim, so one slice
+	Pods int64 // each holds one claim
+	// Slices the pods' claims hold: gpus_per_pod each, as their pod
+	// template's annotation says.
+	Slices int64
 	// Quota resources: requests.cpu, requests.memory, limits.cpu, limits.memory.
 	Resources corev1.ResourceList
 }
@@ -89,10 +95,14 @@ func Gather(ctx context.Context, v *view.View, s *spec.Stack) (*Facts, error) {
 	}
 	// Free slices of every package the workloads use, honouring the GPUs'
 	// shared counters.
-	f.FreeSlices = map[string]int64{}
+	f.FreeSlices, f.FreeByNode = map[string]int64{}, map[string]map[string]int64{}
 	for _, w := range s.Workloads {
 		if p := packageOf(s, f, w.Package); p != nil {
-			f.FreeSlices[p.Name] = snap.Package(p.Name, p.GPUModel, p.Fraction).Free
+			counts := snap.Package(p.Name, p.GPUModel, p.Fraction)
+			f.FreeSlices[p.Name], f.FreeByNode[p.Name] = counts.Free, map[string]int64{}
+			for _, n := range counts.Nodes {
+				f.FreeByNode[p.Name][n.Node] = n.Free
+			}
 		}
 	}
 	var namespaces []string
@@ -135,6 +145,7 @@ func (f *Facts) read(ctx context.Context, v *view.View, namespaces []string) err
 			u.Resources = corev1.ResourceList{}
 		}
 		u.Pods++
+		u.Slices += slicesOf(pod)
 		for _, c := range pod.Spec.Containers {
 			addPodResources(u.Resources, c.Resources, 1)
 		}

@@ -92,7 +92,7 @@ func (c *checker) chargeQuota(ns string, q Quota, workloads []*spec.Workload) {
 			}
 		}
 		if l, ok := left[render.DeviceQuotaResource(w.Package)]; ok {
-			l.Add(*resource.NewQuantity(running.Pods, resource.DecimalSI))
+			l.Add(*resource.NewQuantity(running.Slices, resource.DecimalSI))
 			left[render.DeviceQuotaResource(w.Package)] = l
 		}
 	}
@@ -160,7 +160,8 @@ func (c *checker) chargeSlices(w *spec.Workload, q Quota, left corev1.ResourceLi
 	}
 	key := render.DeviceQuotaResource(w.Package)
 	l, limited := left[key]
-	if !limited || w.Replicas == 0 {
+	need := w.Slices()
+	if !limited || need == 0 {
 		return
 	}
 	hard := q.Hard[key]
@@ -168,14 +169,15 @@ func (c *checker) chargeSlices(w *spec.Workload, q Quota, left corev1.ResourceLi
 	case hard.IsZero():
 		c.errorf(w, "package", "Package not granted",
 			"ResourceQuota %s in %s gives %s 0 slices, so the claims are refused and the workload never starts: grant it in the gpuslice_quota for %s (slices = { %q = %d })",
-			q.Name, w.Namespace, w.Package, w.Namespace, w.Package, w.Replicas)
-	case l.Value() < int64(w.Replicas):
+			q.Name, w.Namespace, w.Package, w.Namespace, w.Package, need)
+	case c.beyondGrant(w, q, hard.Value()):
+	case l.Value() < need:
 		held := hard.Value() - l.Value()
 		c.warnf(w, "package", "Slices already held",
 			"%d of %d %s slices already held in %s: this workload will wait until %d free up (or raise slices[%q] in the gpuslice_quota for %s)",
-			held, hard.Value(), w.Package, w.Namespace, int64(w.Replicas)-max(l.Value(), 0), w.Package, w.Namespace)
+			held, hard.Value(), w.Package, w.Namespace, need-max(l.Value(), 0), w.Package, w.Namespace)
 	}
-	l.Sub(*resource.NewQuantity(int64(w.Replicas), resource.DecimalSI))
+	l.Sub(*resource.NewQuantity(need, resource.DecimalSI))
 	left[key] = l
 }
 

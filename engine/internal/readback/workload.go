@@ -66,6 +66,7 @@ func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Wo
 		if j != nil && managed(j.Labels) {
 			w.Kind, template, found = spec.KindJob, j.Spec.Template, true
 			w.Replicas = deref(j.Spec.Parallelism, 1)
+			readWorkers(w, j)
 		}
 	}
 	if !found || len(template.Spec.Containers) == 0 {
@@ -86,6 +87,7 @@ func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Wo
 	}
 	container := template.Spec.Containers[0]
 	w.Container = readContainer(container, &prior.Container)
+	readGPUsPerPod(w, template)
 
 	if err := readVolume(ctx, v, w, container, claimTemplates, prior.ModelVolume); err != nil {
 		return nil, err

@@ -1,7 +1,7 @@
 # The stack the admission test applies with the engine: a platform with its
 # own tenant label (so the policies bind only the test's namespaces in the
-# control plane the engine tests share), five packages, and a quota that
-# grants three of them and names the tenant users.
+# control plane the engine tests share), six packages, and a quota that
+# grants four of them and names the tenant users.
 resource "gpuslice_platform" "this" {
   namespace    = "adm-platform"
   tenant_label = "admission-test.gpuslice.dev/tenant"
@@ -42,13 +42,21 @@ resource "gpuslice_package" "l4_half" {
   fraction  = 50
 }
 
+# Whole GPUs, granted three: claims may ask for up to three devices of it.
+resource "gpuslice_package" "l4_whole" {
+  name      = "adm-l4-whole"
+  gpu_model = "NVIDIA L4"
+  fraction  = 100
+}
+
 resource "gpuslice_quota" "tenant" {
   namespace = "adm-tenant"
   slices = {
-    (gpuslice_package.small.name)  = 2
-    (gpuslice_package.medium.name) = 1
-    (gpuslice_package.whole.name)  = 0
-    (gpuslice_package.l4.name)     = 2
+    (gpuslice_package.small.name)    = 2
+    (gpuslice_package.medium.name)   = 1
+    (gpuslice_package.whole.name)    = 0
+    (gpuslice_package.l4.name)       = 2
+    (gpuslice_package.l4_whole.name) = 3
   }
   cpu_requests    = "8"
   memory_requests = "32Gi"

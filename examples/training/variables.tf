@@ -1,0 +1,29 @@
+variable "gpu_model" {
+  type        = string
+  default     = "Tesla V100-PCIE-32GB"
+  description = "GPU model exactly as nvidia-smi names it."
+}
+
+variable "granted_gpus" {
+  type        = number
+  default     = 2
+  description = "Whole GPUs the research namespace may hold at once."
+}
+
+variable "workers" {
+  type        = number
+  default     = 2
+  description = "Training pods (torchrun nodes). More than granted_gpus / gpus_per_worker and plan fails: a gang that only partly fits would deadlock."
+}
+
+variable "gpus_per_worker" {
+  type        = number
+  default     = 1
+  description = "Whole GPUs per worker, all on its node (torchrun's --nproc_per_node)."
+}
+
+variable "wait_for" {
+  type        = string
+  default     = "ready"
+  description = "What apply waits for: \"ready\" (the Job completed) or \"scheduled\" (every worker has its GPUs; the local cluster's simulated nodes run no containers)."
+}
