@@ -58,7 +58,10 @@ func (r renderer) pyTorchJob(w *spec.Workload, template corev1.PodTemplateSpec) 
 		"apiVersion": PyTorchJobAPIVersion, "kind": PyTorchJobKind, "metadata": unstructuredMeta(meta),
 		"spec": map[string]any{
 			// The indexed Job's backoff: three rounds of failures per worker.
-			"runPolicy":    map[string]any{"backoffLimit": int64(3 * w.Workers)},
+			// Finished pods stay, as the indexed Job's do, for their logs;
+			// None is also the operator's default, written here so that what
+			// its defaulting adds is what gpuslice applied.
+			"runPolicy":    map[string]any{"backoffLimit": int64(3 * w.Workers), "cleanPodPolicy": "None"},
 			"nprocPerNode": strconv.Itoa(w.DevicesPerPod()),
 			"pytorchReplicaSpecs": map[string]any{
 				PyTorchMaster: replica(1),
