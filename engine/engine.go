@@ -118,7 +118,10 @@ func (e *Engine) Check(ctx context.Context, s *spec.Stack) diag.Diagnostics {
 		return checks.Run(s, t, nil, fmt.Sprintf("reading the cluster failed (%v)", err))
 	}
 	if s.UsesKEDA() {
-		facts.KEDA = e.kedaInstalled(ctx)
+		facts.KEDA = e.served(render.KEDAAPIVersion, render.KEDAKind)
+	}
+	if s.UsesPyTorchJob() {
+		facts.PyTorchJob = e.served(render.PyTorchJobAPIVersion, render.PyTorchJobKind)
 	}
 	return checks.Run(s, t, facts, "")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/internal/cluster"
 )
 
 const kedaAutoscaling = `autoscaling {
@@ -58,7 +59,7 @@ func TestKEDAScaledObject(t *testing.T) {
 		t.Fatalf("plan errors without KEDA = %q", errs)
 	}
 
-	installScaledObjectCRD(t, c.Client().Discovery().ServerResourcesForGroupVersion, dynamic.NewForConfigOrDie(c.RESTConfig()))
+	installCRD(t, c, "keda.sh", "v1alpha1", "scaledobjects", "ScaledObject")
 	mustApply(t, e, s)
 	so, err := dynamic.NewForConfigOrDie(c.RESTConfig()).Resource(scaledObjects).Namespace(ns).Get(ctx, "infer", metav1.GetOptions{})
 	if err != nil {
@@ -94,21 +95,23 @@ func TestKEDAScaledObject(t *testing.T) {
 	}
 }
 
-// installScaledObjectCRD installs a minimal ScaledObject CRD (any spec
+// installCRD installs a minimal CRD for group/version's kind (any spec
 // accepted), waits until the API server serves it, and removes it after
-// the test.
-func installScaledObjectCRD(t *testing.T, discover func(string) (*metav1.APIResourceList, error), client dynamic.Interface) {
+// the test: the kinds gpuslice renders only where another project is
+// installed (KEDA, Kubeflow's Training Operator).
+func installCRD(t *testing.T, c *cluster.Cluster, group, version, plural, kind string) {
 	t.Helper()
 	ctx := context.Background()
+	client := dynamic.NewForConfigOrDie(c.RESTConfig())
 	crds := client.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
 	crd := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": "scaledobjects.keda.sh"},
+		"metadata": map[string]any{"name": plural + "." + group},
 		"spec": map[string]any{
-			"group": "keda.sh", "scope": "Namespaced",
-			"names": map[string]any{"plural": "scaledobjects", "singular": "scaledobject", "kind": "ScaledObject", "listKind": "ScaledObjectList"},
+			"group": group, "scope": "Namespaced",
+			"names": map[string]any{"plural": plural, "singular": strings.ToLower(kind), "kind": kind, "listKind": kind + "List"},
 			"versions": []any{map[string]any{
-				"name": "v1alpha1", "served": true, "storage": true,
+				"name": version, "served": true, "storage": true,
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
 			}},
 		},
@@ -116,12 +119,12 @@ func installScaledObjectCRD(t *testing.T, discover func(string) (*metav1.APIReso
 	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = crds.Delete(context.Background(), "scaledobjects.keda.sh", metav1.DeleteOptions{}) })
+	t.Cleanup(func() { _ = crds.Delete(context.Background(), plural+"."+group, metav1.DeleteOptions{}) })
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		list, err := discover("keda.sh/v1alpha1")
+		list, err := c.Client().Discovery().ServerResourcesForGroupVersion(group + "/" + version)
 		return err == nil && len(list.APIResources) > 0, nil
 	})
 	if err != nil {
-		t.Fatalf("the ScaledObject CRD is not served: %v", err)
+		t.Fatalf("the %s CRD is not served: %v", kind, err)
 	}
 }

@@ -24,6 +24,12 @@ func TestMultiGPUAndWorkersErrors(t *testing.T) {
 		{"replicas and workers", with("  kind = \"job\"\n  workers = 2\n  replicas = 2"), []string{"gpuslice_workload.w.replicas: Replicas and workers both set", "keep workers = 2"}},
 		{"rendezvous variable set", strings.Replace(with("  kind = \"job\"\n  workers = 2"), `image = "ollama/ollama:0.24.0"`, "image = \"ollama/ollama:0.24.0\"\n    env = { WORLD_SIZE = \"8\" }", 1),
 			[]string{`gpuslice_workload.w.container.env["WORLD_SIZE"]: Reserved environment variable`, "set by gpuslice in every worker of a distributed training job"}},
+		{"training operator without workers", with("  kind = \"job\"\n  training_operator = \"pytorchjob\""),
+			[]string{"gpuslice_workload.w.training_operator: Training operator without workers", "workers = 2 or more, or remove training_operator"}},
+		{"unknown training operator", with("  kind = \"job\"\n  workers = 2\n  training_operator = \"tfjob\""),
+			[]string{"gpuslice_workload.w.training_operator: Invalid training operator", `"tfjob": use "pytorchjob"`}},
+		{"rendezvous variable set for a PyTorchJob", strings.Replace(with("  kind = \"job\"\n  workers = 2\n  training_operator = \"pytorchjob\""), `image = "ollama/ollama:0.24.0"`, "image = \"ollama/ollama:0.24.0\"\n    env = { RANK = \"0\" }", 1),
+			[]string{`gpuslice_workload.w.container.env["RANK"]: Reserved environment variable`, "the Kubeflow Training Operator sets it"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

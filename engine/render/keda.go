@@ -50,17 +50,8 @@ func (r renderer) scaledObject(w *spec.Workload, apiVersion, kind string) object
 		so["cooldownPeriod"] = int64(*k.CooldownPeriod)
 	}
 	meta := r.meta(w.Address, w.Namespace, AutoscalerName(w), map[string]string{"app.kubernetes.io/name": w.Name, objects.LabelWorkload: w.Name})
-	labels, annotations := map[string]any{}, map[string]any{}
-	for k, v := range meta.Labels {
-		labels[k] = v
-	}
-	for k, v := range meta.Annotations {
-		annotations[k] = v
-	}
 	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": KEDAAPIVersion, "kind": KEDAKind,
-		"metadata": map[string]any{"name": meta.Name, "namespace": meta.Namespace, "labels": labels, "annotations": annotations},
-		"spec":     so,
+		"apiVersion": KEDAAPIVersion, "kind": KEDAKind, "metadata": unstructuredMeta(meta), "spec": so,
 	}}
 	return objects.Object{Address: w.Address, Obj: u}
 }

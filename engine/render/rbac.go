@@ -34,6 +34,9 @@ func tenantRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{"batch"}, Verbs: editVerbs, Resources: []string{"jobs", "cronjobs"}},
 		{APIGroups: []string{"autoscaling"}, Verbs: editVerbs, Resources: []string{"horizontalpodautoscalers"}},
 		{APIGroups: []string{"keda.sh"}, Verbs: editVerbs, Resources: []string{"scaledobjects"}},
+		// A training job's choice of Kubeflow's PyTorchJob; its pods still
+		// pass the pod policies when the operator creates them.
+		{APIGroups: []string{"kubeflow.org"}, Verbs: editVerbs, Resources: []string{"pytorchjobs"}},
 		{APIGroups: []string{"resource.k8s.io"}, Verbs: editVerbs, Resources: []string{"resourceclaims", "resourceclaimtemplates"}},
 		{APIGroups: []string{"resource.k8s.io"}, Verbs: readVerbs, Resources: []string{"resourceclaims/status"}},
 		{APIGroups: []string{"events.k8s.io"}, Verbs: readVerbs, Resources: []string{"events"}},

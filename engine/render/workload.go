@@ -159,6 +159,15 @@ func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
 		workload = sts
 	case spec.KindJob:
 		apiVersion, kind = "batch/v1", "Job"
+		if w.PyTorchJob() {
+			// The operator makes the pods' Service: no headless one here.
+			o, err := r.pyTorchJob(w, template)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, o)
+			break
+		}
 		if w.Distributed() {
 			job, svc := r.training(w, template)
 			if out, err = appendObject(out, w.Address, svc, "v1", "Service"); err != nil {
@@ -176,20 +185,20 @@ func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
 			},
 		}
 	}
-	if w.Autoscaled() {
-		// Plan and apply leave the replica count to the autoscaler.
-		workload.(metav1.Object).GetAnnotations()[objects.AnnotationAutoscaledBy] = autoscaledBy(w)
+	if workload != nil { // nil for a PyTorchJob, rendered above
+		if w.Autoscaled() {
+			// Plan and apply leave the replica count to the autoscaler.
+			workload.(metav1.Object).GetAnnotations()[objects.AnnotationAutoscaledBy] = autoscaledBy(w)
+		}
+		if out, err = appendObject(out, w.Address, workload, apiVersion, kind); err != nil {
+			return nil, err
+		}
+		hpa, err := r.autoscaler(w, apiVersion, kind)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, hpa...)
 	}
-	o, err = object(w.Address, workload, apiVersion, kind)
-	if err != nil {
-		return nil, err
-	}
-	out = append(out, o)
-	hpa, err := r.autoscaler(w, apiVersion, kind)
-	if err != nil {
-		return nil, err
-	}
-	out = append(out, hpa...)
 
 	if w.Expose != nil {
 		target := w.Expose.TargetPort

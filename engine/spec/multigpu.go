@@ -26,6 +26,27 @@ func (w *Workload) Pods() int32 {
 // Slices is how many slices the workload holds when all its pods run.
 func (w *Workload) Slices() int64 { return int64(w.Pods()) * int64(w.DevicesPerPod()) }
 
+// TrainingOperatorPyTorchJob is training_operator's value that renders a
+// distributed training job as Kubeflow's PyTorchJob.
+const TrainingOperatorPyTorchJob = "pytorchjob"
+
+// PyTorchJob reports whether the workload is a distributed training job
+// the Kubeflow Training Operator runs, not an indexed Job.
+func (w *Workload) PyTorchJob() bool {
+	return w.Distributed() && w.TrainingOperator == TrainingOperatorPyTorchJob
+}
+
+// UsesPyTorchJob reports whether any workload of the stack renders a
+// PyTorchJob, whose CRD the cluster must serve.
+func (s *Stack) UsesPyTorchJob() bool {
+	for _, w := range s.Workloads {
+		if w.PyTorchJob() {
+			return true
+		}
+	}
+	return false
+}
+
 // DefaultMasterPort is the rendezvous port of a distributed training job:
 // torchrun's default, so scripts written for it work unchanged.
 const DefaultMasterPort = 29500

@@ -83,23 +83,25 @@ type Quota struct {
 // Workload is gpuslice_workload.
 type Workload struct {
 	Meta
-	Namespace     string            `json:"namespace"`
-	Name          string            `json:"name"`
-	Package       string            `json:"package"`
-	Kind          string            `json:"kind"`
-	Replicas      int32             `json:"replicas"`
-	GPUsPerPod    int32             `json:"gpus_per_pod"`
-	Workers       int32             `json:"workers"`
-	Labels        map[string]string `json:"labels"`
-	Container     Container         `json:"container"`
-	ModelVolume   *ModelVolume      `json:"model_volume"`
-	Model         *Model            `json:"model"`
-	Expose        *Expose           `json:"expose"`
-	Autoscaling   *Autoscaling      `json:"autoscaling"`
-	PreloadModels []string          `json:"preload_models"`
-	PreloadImage  string            `json:"preload_image"`
-	WaitFor       string            `json:"wait_for"`
-	Timeout       string            `json:"timeout"`
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	Package    string `json:"package"`
+	Kind       string `json:"kind"`
+	Replicas   int32  `json:"replicas"`
+	GPUsPerPod int32  `json:"gpus_per_pod"`
+	Workers    int32  `json:"workers"`
+	// TrainingOperator is empty for the indexed Job, or TrainingOperatorPyTorchJob.
+	TrainingOperator string            `json:"training_operator"`
+	Labels           map[string]string `json:"labels"`
+	Container        Container         `json:"container"`
+	ModelVolume      *ModelVolume      `json:"model_volume"`
+	Model            *Model            `json:"model"`
+	Expose           *Expose           `json:"expose"`
+	Autoscaling      *Autoscaling      `json:"autoscaling"`
+	PreloadModels    []string          `json:"preload_models"`
+	PreloadImage     string            `json:"preload_image"`
+	WaitFor          string            `json:"wait_for"`
+	Timeout          string            `json:"timeout"`
 }
 
 // Workload kinds.

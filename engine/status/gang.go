@@ -3,10 +3,8 @@ package status
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 
@@ -47,8 +45,8 @@ func (s *Snapshot) gang(w *spec.Workload, pods []corev1.Pod, st *Status) {
 	seen := map[int]bool{}
 	for i := range pods {
 		pod := &pods[i]
-		index, err := strconv.Atoi(pod.Annotations[batchv1.JobCompletionIndexAnnotation])
-		if err != nil {
+		index, ok := workerRank(pod)
+		if !ok {
 			continue
 		}
 		seen[index] = true

@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
 	"github.com/gpuslice/gpuslice/engine/internal/view"
@@ -26,6 +27,7 @@ type Snapshot struct {
 	deployments map[string]*appsv1.Deployment // by namespace/name
 	statefulSet map[string]*appsv1.StatefulSet
 	jobs        map[string]*batchv1.Job
+	pyTorchJobs map[string]*unstructured.Unstructured
 }
 
 // Load takes what the workloads' status needs from the engine's view:
@@ -35,6 +37,7 @@ func Load(ctx context.Context, v *view.View, workloads []*spec.Workload) (*Snaps
 	s := &Snapshot{
 		pods: map[string][]corev1.Pod{}, claims: map[string]map[string]*resourcev1.ResourceClaim{}, events: map[string][]corev1.Event{},
 		deployments: map[string]*appsv1.Deployment{}, statefulSet: map[string]*appsv1.StatefulSet{}, jobs: map[string]*batchv1.Job{},
+		pyTorchJobs: map[string]*unstructured.Unstructured{},
 	}
 	if len(workloads) == 0 {
 		return s, nil
@@ -62,6 +65,16 @@ func Load(ctx context.Context, v *view.View, workloads []*spec.Workload) (*Snaps
 				s.statefulSet[key] = st
 			}
 		case spec.KindJob:
+			if w.PyTorchJob() {
+				j, err := loadPyTorchJob(ctx, v, w)
+				if err != nil {
+					return nil, err
+				}
+				if j != nil {
+					s.pyTorchJobs[key] = j
+				}
+				break
+			}
 			j, err := get[batchv1.Job](ctx, v, jobs, w)
 			if err != nil {
 				return nil, err

@@ -112,6 +112,17 @@ func (s *Snapshot) Diagnose(w *spec.Workload) Status {
 		}
 		controllerName = w.Name
 	case spec.KindJob:
+		if w.PyTorchJob() {
+			j, ok := s.pyTorchJobs[key]
+			if !ok {
+				return missing(w)
+			}
+			if pyTorchJobOutcome(j, &st) {
+				return st
+			}
+			controllerName = w.Name
+			break
+		}
 		j, ok := s.jobs[key]
 		if !ok {
 			return missing(w)
@@ -159,6 +170,8 @@ func (s *Snapshot) Diagnose(w *spec.Workload) Status {
 	switch {
 	case controllerFailure != "" && (missingPods > 0 || len(pods) == 0):
 		worst, worstMsg = quotaReason(controllerFailure, w)
+	case len(pods) == 0 && w.PyTorchJob():
+		worst, worstMsg = noOperatorPods(w)
 	case missingPods > 0 && severity[worst] < severity[Progressing]:
 		worst, worstMsg = Progressing, fmt.Sprintf("%d of %d replicas have no pod yet", missingPods, want)
 	}
@@ -180,5 +193,13 @@ func (s *Snapshot) Diagnose(w *spec.Workload) Status {
 
 func missing(w *spec.Workload) Status {
 	return Status{Phase: Missing, Reason: NotApplied, Replicas: w.Pods(),
-		Message: fmt.Sprintf("%s %s/%s does not exist: run apply", w.Kind, w.Namespace, w.Name)}
+		Message: fmt.Sprintf("%s %s/%s does not exist: run apply", controllerKind(w), w.Namespace, w.Name)}
+}
+
+// controllerKind names what a workload renders its pods' controller as.
+func controllerKind(w *spec.Workload) string {
+	if w.PyTorchJob() {
+		return "PyTorchJob"
+	}
+	return w.Kind
 }

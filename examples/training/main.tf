@@ -2,7 +2,8 @@
 # whole Tesla V100-PCIE-32GB, as an indexed Job with a headless Service — no
 # operator or CRD. Every worker gets its slice and the rendezvous variables
 # torchrun reads (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, PET_*); plan
-# fails when the whole gang does not fit the team's quota.
+# fails when the whole gang does not fit the team's quota. With
+# -var training_operator=pytorchjob it is Kubeflow's PyTorchJob instead.
 #
 # Next to the quickstart's platform (or any cluster running the node plugin):
 #   tofu init && tofu apply      # or: gpuslice apply
@@ -38,6 +39,8 @@ resource "gpuslice_workload" "ddp" {
   gpus_per_pod = var.gpus_per_worker
   wait_for     = var.wait_for
   timeout      = "15m"
+  # Kubeflow's PyTorchJob instead of the indexed Job, where its operator runs.
+  training_operator = var.training_operator
   container {
     image = "pytorch/pytorch:2.7.1-cuda12.6-cudnn9-runtime"
     # torchrun takes --nnodes, --node_rank, --nproc_per_node and the master

@@ -27,3 +27,9 @@ variable "wait_for" {
   default     = "ready"
   description = "What apply waits for: \"ready\" (the Job completed) or \"scheduled\" (every worker has its GPUs; the local cluster's simulated nodes run no containers)."
 }
+
+variable "training_operator" {
+  type        = string
+  default     = null
+  description = "Unset: an indexed Job and a headless Service, no operator needed. \"pytorchjob\": Kubeflow's PyTorchJob instead, where the Kubeflow Training Operator is installed (it then sets the same rendezvous variables)."
+}

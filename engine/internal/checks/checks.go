@@ -34,6 +34,7 @@ func Run(s *spec.Stack, t *tables.Set, facts *Facts, skipped string) diag.Diagno
 		c.quotas()
 		c.capacity()
 		c.keda()
+		c.trainingOperator()
 	} else if skipped != "" && len(s.Workloads) > 0 {
 		c.add(diag.Diagnostic{Severity: diag.Warning, Summary: "Cluster checks skipped",
 			Detail: fmt.Sprintf("%s; quota headroom and free slices were not checked. They run at the next plan that reaches the cluster.", skipped)})

@@ -38,6 +38,9 @@ type Facts struct {
 	// KEDA says whether KEDA's ScaledObject CRD is installed; nil when
 	// unknown or not asked (no workload scales with KEDA).
 	KEDA *bool
+	// PyTorchJob says whether Kubeflow's PyTorchJob CRD is installed; nil
+	// when unknown or not asked (no workload sets training_operator).
+	PyTorchJob *bool
 	// FreeByNode by package, then node: a pod's devices are all on one
 	// node, so a multi-GPU pod needs that many free on one.
 	FreeByNode map[string]map[string]int64

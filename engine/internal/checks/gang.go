@@ -59,3 +59,19 @@ func othersNote(before int64) string {
 	}
 	return fmt.Sprintf(" and the stack's workloads before it take %d", before)
 }
+
+// trainingOperator: training_operator = "pytorchjob" needs the Kubeflow
+// Training Operator's PyTorchJob CRD, else the job cannot be created and
+// no pod would ever run.
+func (c *checker) trainingOperator() {
+	if c.facts.PyTorchJob == nil || *c.facts.PyTorchJob {
+		return
+	}
+	for _, w := range c.stack.Workloads {
+		if w.PyTorchJob() {
+			c.errorf(w, "training_operator", "Kubeflow Training Operator not installed",
+				"the cluster does not serve Kubeflow's PyTorchJob (kubeflow.org/v1), so nothing would run %s's %d workers: install the Kubeflow Training Operator (kubectl apply --server-side -k \"github.com/kubeflow/training-operator.git/manifests/overlays/standalone?ref=v1.9.2\"), or leave training_operator unset to run them as an indexed Job, which needs no operator",
+				w.Name, w.Workers)
+		}
+	}
+}

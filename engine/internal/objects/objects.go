@@ -132,6 +132,11 @@ var kinds = []Kind{
 		Immutable: [][]string{{"spec", "selector"}, {"spec", "volumeClaimTemplates"}, {"spec", "serviceName"}}},
 	{GVR: schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, Kind: "Job", Namespaced: true, Level: LevelWorkload,
 		Immutable: [][]string{{"spec", "template"}, {"spec", "completions"}, {"spec", "selector"}}},
+	// Kubeflow's, rendered only where its CRD is installed (plan checks).
+	// The operator does not carry a changed spec over to the pods it made:
+	// a change replaces the job, as a Job's immutable template does.
+	{GVR: schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}, Kind: "PyTorchJob", Namespaced: true, Level: LevelWorkload,
+		Immutable: [][]string{{"spec"}}},
 	{GVR: schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}, Kind: "HorizontalPodAutoscaler", Namespaced: true, Level: LevelAfterWorkload},
 	// KEDA's, rendered only where its CRD is installed (plan checks).
 	{GVR: schema.GroupVersionResource{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledobjects"}, Kind: "ScaledObject", Namespaced: true, Level: LevelAfterWorkload},

@@ -45,7 +45,7 @@ func fullQuota() *spec.Quota {
 func fullWorkload(kind string) *spec.Workload {
 	return &spec.Workload{
 		Meta: spec.Meta{Address: "w"}, Namespace: "team-a", Name: "ollama", Package: "v100-8gi", Kind: kind, Replicas: 2,
-		GPUsPerPod: 2, Workers: 1,
+		GPUsPerPod: 2, Workers: 1, TrainingOperator: spec.TrainingOperatorPyTorchJob,
 		Labels: map[string]string{"team": "a"},
 		Container: spec.Container{
 			Image: "ollama/ollama:0.24.0", ImagePullPolicy: "Always", Command: []string{"ollama"}, Args: []string{"serve"}, Env: map[string]string{"OLLAMA_CONTEXT_LENGTH": "16384"},
@@ -111,13 +111,19 @@ func TestReadBackEveryField(t *testing.T) {
 	gotQuota, err := readback.Quota(ctx, c, quota.Namespace, quota)
 	check(t, err, gotQuota, &wantQuota)
 
-	for _, kind := range []string{spec.KindDeployment, spec.KindStatefulSet, spec.KindJob, "training"} {
+	for _, kind := range []string{spec.KindDeployment, spec.KindStatefulSet, spec.KindJob, "training", "pytorchjob"} {
 		for _, scaler := range []string{"hpa", "keda"} {
 			w := fullWorkload(kind)
-			if kind == "training" {
+			switch kind {
+			case "training":
 				// A distributed training job: its rendezvous environment is
 				// the engine's, not the configuration's.
+				w.Kind, w.Replicas, w.Workers, w.TrainingOperator = spec.KindJob, 1, 3, ""
+			case "pytorchjob":
+				// The same as Kubeflow's PyTorchJob.
 				w.Kind, w.Replicas, w.Workers = spec.KindJob, 1, 3
+			default:
+				w.TrainingOperator = "" // only for a training job
 			}
 			switch {
 			case w.Kind == spec.KindJob:

@@ -69,6 +69,11 @@ func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Wo
 			readWorkers(w, j)
 		}
 	}
+	if !found {
+		if template, found, err = readPyTorchJob(ctx, v, w); err != nil {
+			return nil, err
+		}
+	}
 	if !found || len(template.Spec.Containers) == 0 {
 		return nil, nil
 	}

@@ -1,0 +1,104 @@
+package provider_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gpuslice/gpuslice/internal/testenv"
+)
+
+// training_operator = "pytorchjob" goes through plan, apply, refresh and
+// import without a diff, and leaving it out again replaces the PyTorchJob
+// with the indexed Job, again without a diff. The test cluster gets a
+// minimal PyTorchJob CRD (no operator runs, so no pod is created).
+func TestAccWorkloadPyTorchJob(t *testing.T) {
+	needCluster(t)
+	servePyTorchJob(t)
+	empty := resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}}
+	withOperator := strings.Replace(multiGPUConfig("3", "1", "4"), "  wait_for     = \"none\"\n", "  wait_for     = \"none\"\n  training_operator = \"pytorchjob\"\n", 1)
+	if withOperator == multiGPUConfig("3", "1", "4") {
+		t.Fatal("the training_operator line was not added to the configuration")
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providers,
+		Steps: []resource.TestStep{
+			{
+				Config:           withOperator,
+				ConfigPlanChecks: empty,
+				Check: resource.ComposeTestCheckFunc(
+					resource.TestCheckResourceAttr("gpuslice_workload.ddp", "training_operator", "pytorchjob"),
+					resource.TestCheckResourceAttr("gpuslice_workload.ddp", "workers", "3"),
+					resource.TestCheckResourceAttr("gpuslice_workload.ddp", "phase", "Pending"),
+				),
+			},
+			{ResourceName: "gpuslice_workload.ddp", ImportState: true, ImportStateId: "acc-multi/ddp", ImportStateVerify: true,
+				ImportStateVerifyIgnore: []string{"phase", "reason", "claim", "node", "device", "wait_for"}},
+			{
+				Config:           multiGPUConfig("3", "1", "4"),
+				ConfigPlanChecks: empty,
+				Check:            resource.TestCheckNoResourceAttr("gpuslice_workload.ddp", "training_operator"),
+			},
+		},
+	})
+}
+
+// servePyTorchJob makes the cluster serve kubeflow.org/v1 PyTorchJob: on
+// the test's own cluster a minimal CRD (any spec accepted), removed after
+// the test; a cluster given with KUBE_CONFIG_PATH must have it already.
+func servePyTorchJob(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	served := func() bool {
+		list, err := kube.Discovery().ServerResourcesForGroupVersion("kubeflow.org/v1")
+		if err != nil {
+			return false
+		}
+		for _, r := range list.APIResources {
+			if r.Kind == "PyTorchJob" {
+				return true
+			}
+		}
+		return false
+	}
+	if served() {
+		return
+	}
+	if own {
+		testenv.Unavailable(t, "the cluster at KUBE_CONFIG_PATH does not serve PyTorchJob (kubeflow.org/v1): install the Kubeflow Training Operator to run this test")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := dynamic.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "pytorchjobs.kubeflow.org"},
+		"spec": map[string]any{
+			"group": "kubeflow.org", "scope": "Namespaced",
+			"names": map[string]any{"plural": "pytorchjobs", "singular": "pytorchjob", "kind": "PyTorchJob", "listKind": "PyTorchJobList"},
+			"versions": []any{map[string]any{
+				"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+			}},
+		},
+	}}
+	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = crds.Delete(context.Background(), "pytorchjobs.kubeflow.org", metav1.DeleteOptions{}) })
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) { return served(), nil }); err != nil {
+		t.Fatalf("the PyTorchJob CRD is not served: %v", err)
+	}
+}
