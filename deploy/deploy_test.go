@@ -23,7 +23,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
 
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
@@ -52,17 +51,6 @@ func renderWith(t *testing.T, overrides map[string]any) string {
 	}
 	return "# Generated from helm/gpuslice-nodeplugin with its default values (namespace " + namespace + ").\n" +
 		"# Regenerate: go test ./deploy -run TestChartMatchesManifests -update\n" + out
-}
-
-func readYAML(t *testing.T, path string, into any) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(b, into); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
 }
 
 func TestChartMatchesManifests(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/gpuslice/gpuslice/deploy"
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
@@ -42,7 +41,7 @@ func (r renderer) nodePlugin(p *spec.Platform) ([]objects.Object, error) {
 		maps.Copy(annotations, meta.Annotations)
 		accessor.SetAnnotations(annotations)
 		gvk := t.GetObjectKind().GroupVersionKind()
-		o, err := object(p.Address, t.(runtime.Object), gvk.GroupVersion().String(), gvk.Kind)
+		o, err := object(p.Address, t, gvk.GroupVersion().String(), gvk.Kind)
 		if err != nil {
 			return nil, err
 		}

@@ -195,16 +195,3 @@ func eventTime(e *corev1.Event) time.Time {
 	}
 	return e.CreationTimestamp.Time
 }
-
-func dedupe(xs []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, x := range xs {
-		if !seen[x] {
-			seen[x] = true
-			out = append(out, x)
-		}
-	}
-	sort.Strings(out)
-	return out
-}

@@ -96,22 +96,6 @@ func showQuota(ctx context.Context, client kubernetes.Interface, namespace strin
 	return nil
 }
 
-// allocatedClaims returns the namespace's claims that the scheduler
-// allocated, with the device and node each got.
-func allocatedClaims(ctx context.Context, client kubernetes.Interface, namespace string) ([]resourcev1.ResourceClaim, error) {
-	list, err := client.ResourceV1().ResourceClaims(namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var out []resourcev1.ResourceClaim
-	for _, c := range list.Items {
-		if c.Status.Allocation != nil && len(c.Status.Allocation.Devices.Results) > 0 {
-			out = append(out, c)
-		}
-	}
-	return out, nil
-}
-
 func showClaim(c resourcev1.ResourceClaim) {
 	r := c.Status.Allocation.Devices.Results[0]
 	class := ""
