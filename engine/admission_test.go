@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +133,11 @@ func TestRenderedConfigsAreAdmitted(t *testing.T) {
 					if err := a.create(ctx, a.client, o.Obj.GetNamespace(), o.Obj, false); err != nil && !apierrors.IsAlreadyExists(err) {
 						t.Fatal(err)
 					}
+				case kind == "PyTorchJob", kind == "ScaledObject":
+					// Kinds of optional operators, not installed here, that
+					// no policy matches; the pods an operator makes are
+					// checked.
+					checked = append(checked, madeByControllers(t, o.Obj)...)
 				default:
 					checked = append(checked, o.Obj)
 					checked = append(checked, madeByControllers(t, o.Obj)...)
@@ -177,36 +184,50 @@ func madeByControllers(t *testing.T, o *unstructured.Unstructured) []*unstructur
 		return []*unstructured.Unstructured{claim}
 	case "Deployment", "StatefulSet", "Job":
 		tmpl, _, _ := unstructured.NestedMap(o.Object, "spec", "template")
-		pod := &unstructured.Unstructured{Object: tmpl}
-		pod.SetAPIVersion("v1")
-		pod.SetKind("Pod")
-		pod.SetNamespace(o.GetNamespace())
-		pod.SetName(o.GetName() + "-pod")
-		// The controller points the pod at the claim it made of the template.
-		claims, _, _ := unstructured.NestedSlice(pod.Object, "spec", "resourceClaims")
-		for _, c := range claims {
-			m := c.(map[string]any)
-			if tn, ok := m["resourceClaimTemplateName"].(string); ok {
-				delete(m, "resourceClaimTemplateName")
-				m["resourceClaimName"] = tn + "-claim"
-			}
+		return []*unstructured.Unstructured{podOf(o, tmpl, "pod")}
+	case "PyTorchJob":
+		// The Training Operator makes the pods of each replica type.
+		var pods []*unstructured.Unstructured
+		specs, _, _ := unstructured.NestedMap(o.Object, "spec", "pytorchReplicaSpecs")
+		for _, typ := range slices.Sorted(maps.Keys(specs)) {
+			tmpl, _, _ := unstructured.NestedMap(specs[typ].(map[string]any), "template")
+			pods = append(pods, podOf(o, tmpl, strings.ToLower(typ)))
 		}
-		if len(claims) > 0 {
-			unstructured.SetNestedSlice(pod.Object, claims, "spec", "resourceClaims")
-		}
-		// The StatefulSet controller adds a volume per claim template.
-		vcts, _, _ := unstructured.NestedSlice(o.Object, "spec", "volumeClaimTemplates")
-		volumes, _, _ := unstructured.NestedSlice(pod.Object, "spec", "volumes")
-		for _, v := range vcts {
-			name, _, _ := unstructured.NestedString(v.(map[string]any), "metadata", "name")
-			volumes = append(volumes, map[string]any{"name": name, "persistentVolumeClaim": map[string]any{"claimName": name + "-" + o.GetName() + "-0"}})
-		}
-		if len(volumes) > 0 {
-			unstructured.SetNestedSlice(pod.Object, volumes, "spec", "volumes")
-		}
-		return []*unstructured.Unstructured{pod}
+		return pods
 	}
 	return nil
+}
+
+// podOf is the pod a controller makes of o's pod template tmpl.
+func podOf(o *unstructured.Unstructured, tmpl map[string]any, suffix string) *unstructured.Unstructured {
+	pod := &unstructured.Unstructured{Object: tmpl}
+	pod.SetAPIVersion("v1")
+	pod.SetKind("Pod")
+	pod.SetNamespace(o.GetNamespace())
+	pod.SetName(o.GetName() + "-" + suffix)
+	// The controller points the pod at the claim it made of the template.
+	claims, _, _ := unstructured.NestedSlice(pod.Object, "spec", "resourceClaims")
+	for _, c := range claims {
+		m := c.(map[string]any)
+		if tn, ok := m["resourceClaimTemplateName"].(string); ok {
+			delete(m, "resourceClaimTemplateName")
+			m["resourceClaimName"] = tn + "-claim"
+		}
+	}
+	if len(claims) > 0 {
+		unstructured.SetNestedSlice(pod.Object, claims, "spec", "resourceClaims")
+	}
+	// The StatefulSet controller adds a volume per claim template.
+	vcts, _, _ := unstructured.NestedSlice(o.Object, "spec", "volumeClaimTemplates")
+	volumes, _, _ := unstructured.NestedSlice(pod.Object, "spec", "volumes")
+	for _, v := range vcts {
+		name, _, _ := unstructured.NestedString(v.(map[string]any), "metadata", "name")
+		volumes = append(volumes, map[string]any{"name": name, "persistentVolumeClaim": map[string]any{"claimName": name + "-" + o.GetName() + "-0"}})
+	}
+	if len(volumes) > 0 {
+		unstructured.SetNestedSlice(pod.Object, volumes, "spec", "volumes")
+	}
+	return pod
 }
 
 // waitGranted waits until a claim template of objs in namespace is

@@ -4,13 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/gpuslice/gpuslice/engine/diag"
@@ -18,6 +16,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/spec"
 	"github.com/gpuslice/gpuslice/internal/cluster"
+	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 )
 
 const kedaAutoscaling = `autoscaling {
@@ -95,36 +94,9 @@ func TestKEDAScaledObject(t *testing.T) {
 	}
 }
 
-// installCRD installs a minimal CRD for group/version's kind (any spec
-// accepted), waits until the API server serves it, and removes it after
-// the test: the kinds gpuslice renders only where another project is
-// installed (KEDA, Kubeflow's Training Operator).
+// installCRD makes the test cluster serve kind until the test ends (see
+// clustertest.ServeCRD).
 func installCRD(t *testing.T, c *cluster.Cluster, group, version, plural, kind string) {
 	t.Helper()
-	ctx := context.Background()
-	client := dynamic.NewForConfigOrDie(c.RESTConfig())
-	crds := client.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": plural + "." + group},
-		"spec": map[string]any{
-			"group": group, "scope": "Namespaced",
-			"names": map[string]any{"plural": plural, "singular": strings.ToLower(kind), "kind": kind, "listKind": kind + "List"},
-			"versions": []any{map[string]any{
-				"name": version, "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-			}},
-		},
-	}}
-	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = crds.Delete(context.Background(), plural+"."+group, metav1.DeleteOptions{}) })
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		list, err := c.Client().Discovery().ServerResourcesForGroupVersion(group + "/" + version)
-		return err == nil && len(list.APIResources) > 0, nil
-	})
-	if err != nil {
-		t.Fatalf("the %s CRD is not served: %v", kind, err)
-	}
+	clustertest.ServeCRD(t, c.RESTConfig(), group, version, plural, kind)
 }

@@ -1,20 +1,14 @@
 package provider_test
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
@@ -58,7 +52,6 @@ func TestAccWorkloadPyTorchJob(t *testing.T) {
 // the test; a cluster given with KUBE_CONFIG_PATH must have it already.
 func servePyTorchJob(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
 	served := func() bool {
 		list, err := kube.Discovery().ServerResourcesForGroupVersion("kubeflow.org/v1")
 		if err != nil {
@@ -81,24 +74,5 @@ func servePyTorchJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crds := dynamic.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": "pytorchjobs.kubeflow.org"},
-		"spec": map[string]any{
-			"group": "kubeflow.org", "scope": "Namespaced",
-			"names": map[string]any{"plural": "pytorchjobs", "singular": "pytorchjob", "kind": "PyTorchJob", "listKind": "PyTorchJobList"},
-			"versions": []any{map[string]any{
-				"name": "v1", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-			}},
-		},
-	}}
-	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = crds.Delete(context.Background(), "pytorchjobs.kubeflow.org", metav1.DeleteOptions{}) })
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) { return served(), nil }); err != nil {
-		t.Fatalf("the PyTorchJob CRD is not served: %v", err)
-	}
+	clustertest.ServeCRD(t, cfg, "kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 }
