@@ -102,16 +102,22 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 	if wait := engine.Changed(spec.StackOf(target), p); len(wait) > 0 {
 		_, waitErr = e.Wait(ctx, wait, nil)
 	}
-	r.writeState(ctx, e, planned, target, state, diags)
+	out, err := tfvalue.FromCty(r.stateValue(ctx, e, planned, target, diags), state.Raw.Type())
+	if err != nil {
+		diags.AddError("Cannot record the state", err.Error())
+		return
+	}
+	state.Raw = out
 	r.setIdentity(ctx, identity, target.ID(), diags)
 	if waitErr != nil {
 		diags.AddError("Workload not ready", waitErr.Error()+"\n\nThe objects are applied; fix the cause (or set wait_for) and apply again.")
 	}
 }
 
-// writeState records value's arguments with the computed attributes of the
-// applied target: those known at plan, and the status the cluster reports.
-func (r *gpusliceResource) writeState(ctx context.Context, e *engine.Engine, value cty.Value, target spec.Resource, state *tfsdk.State, diags *diag.Diagnostics) {
+// stateValue is the state to record: value's arguments with the computed
+// attributes of the applied target, those known at plan and the status the
+// cluster reports.
+func (r *gpusliceResource) stateValue(ctx context.Context, e *engine.Engine, value cty.Value, target spec.Resource, diags *diag.Diagnostics) cty.Value {
 	computed := target.PlannedAttributes()
 	st, ok, err := e.ResourceStatus(ctx, target)
 	if err != nil {
@@ -133,10 +139,5 @@ func (r *gpusliceResource) writeState(ctx context.Context, e *engine.Engine, val
 			attrs[name] = cty.NullVal(v.Type())
 		}
 	}
-	out, err := tfvalue.FromCty(cty.ObjectVal(attrs), state.Raw.Type())
-	if err != nil {
-		diags.AddError("Cannot record the state", err.Error())
-		return
-	}
-	state.Raw = out
+	return cty.ObjectVal(attrs)
 }

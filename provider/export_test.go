@@ -2,6 +2,7 @@ package provider
 
 import (
 	fwprovider "github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 
 	"github.com/gpuslice/gpuslice/engine/kube"
 )
@@ -17,4 +18,20 @@ func LastRun(p fwprovider.Provider) (kube.Counts, int) {
 		return kube.Counts{}, 0
 	}
 	return gp.last.Clients.Requests.Counts(), gp.last.Informers()
+}
+
+// NewCheckedServer is NewServer in check mode: every request the fast path
+// serves is served by the framework too, and a difference is an error on
+// the request.
+func NewCheckedServer(p fwprovider.Provider) func() (tfprotov6.ProviderServer, error) {
+	return newServer(p, true)
+}
+
+// Served counts the requests of each kind a fast path served.
+type Served struct{ Validate, Upgrade, Read, Plan int64 }
+
+// FastServed is how many requests p's fast path has served.
+func FastServed(p fwprovider.Provider) Served {
+	f := &p.(*gpusliceProvider).fast
+	return Served{Validate: f.validate.Load(), Upgrade: f.upgrade.Load(), Read: f.read.Load(), Plan: f.plan.Load()}
 }

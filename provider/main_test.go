@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -117,8 +116,10 @@ func needCluster(t *testing.T) {
 	}
 }
 
+// providers serves the provider in check mode: each request its fast path
+// serves is checked against the framework's answer.
 var providers = map[string]func() (tfprotov6.ProviderServer, error){
-	"gpuslice": providerserver.NewProtocol6WithError(provider.New("test")()),
+	"gpuslice": provider.NewCheckedServer(provider.New("test")()),
 }
 
 // providerBlock configures the provider for the test cluster.

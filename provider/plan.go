@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/zclconf/go-cty/cty"
@@ -26,26 +27,43 @@ func (r *gpusliceResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	if req.Plan.Raw.IsNull() || r.data == nil {
 		return // destroy, or the provider is not configured yet
 	}
-	defer r.data.logRequests(ctx, "plan "+r.def.Type)
 	planned, err := tfvalue.ToCty(req.Plan.Raw)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot read the plan", err.Error())
 		return
 	}
+	prior := func() (cty.Value, bool) {
+		v, err := tfvalue.ToCty(req.State.Raw)
+		return v, err == nil && !v.IsNull()
+	}
+	for name, v := range r.planValues(ctx, planned, prior, &resp.Diagnostics) {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(name), tfvalue.Primitive(v))...)
+	}
+}
+
+// planValues is ModifyPlan on the planned value (prior gives the state's,
+// false on create): the computed attributes to set on the plan, in the
+// order set (a later value for a name wins). The framework's ModifyPlan
+// and the fast path (server.go) both serve it.
+func (r *gpusliceResource) planValues(ctx context.Context, planned cty.Value, prior func() (cty.Value, bool), diags *diag.Diagnostics) map[string]cty.Value {
+	defer r.data.logRequests(ctx, "plan "+r.def.Type)
 	if !argumentsKnown(planned, r.def.Block) {
-		return // checked again at apply, when every value is known
+		return nil // checked again at apply, when every value is known
 	}
-	target := r.decode(planned, &resp.Diagnostics)
+	target := r.decode(planned, diags)
 	if target == nil {
-		return
+		return nil
 	}
-	r.setPlanned(ctx, resp, target.PlannedAttributes())
+	set := map[string]cty.Value{}
+	for name, v := range target.PlannedAttributes() {
+		set[name] = v
+	}
 
 	e, rc, skipped := r.clusterContext(ctx, target)
 	own := spec.StackOf(target)
 	if e == nil && len(own.Workloads) == 0 {
 		// (The workload checks say it themselves, naming what they skip.)
-		resp.Diagnostics.AddWarning("Cluster checks skipped", skipped+"; ownership and drift are checked once the cluster can be read")
+		diags.AddWarning("Cluster checks skipped", skipped+"; ownership and drift are checked once the cluster can be read")
 	}
 	refs := own.PackageRefs()
 	var names []string
@@ -59,17 +77,29 @@ func (r *gpusliceResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	if !ds.HasErrors() {
 		ds = append(ds, engine.CheckResource(ctx, e, target, rc, r.data.tables, skipped)...)
 	}
-	tfvalue.AddDiagnostics(&resp.Diagnostics, ds)
+	tfvalue.AddDiagnostics(diags, ds)
 	if ds.HasErrors() || e == nil {
-		return
+		return set
 	}
 	p, err := e.PlanResource(ctx, target, rc, r.data.tables.GPUModels, plan.Options{})
 	if err != nil {
-		resp.Diagnostics.AddWarning("Cannot plan against the cluster", err.Error())
-		return
+		diags.AddWarning("Cannot plan against the cluster", err.Error())
+		return set
 	}
-	tfvalue.AddDiagnostics(&resp.Diagnostics, p.Diagnostics)
-	r.planDrift(ctx, req, resp, planned, target, p)
+	tfvalue.AddDiagnostics(diags, p.Diagnostics)
+	// Drift: Terraform sees no change but the cluster differs (objects
+	// changed or deleted outside Terraform in ways no attribute shows);
+	// apply restores them.
+	if !p.HasChanges() {
+		return set
+	}
+	if state, ok := prior(); ok && sameArguments(r.def, state, planned) {
+		for name, v := range r.unknownOnChange(target) {
+			set[name] = v
+		}
+		diags.AddWarning("Objects changed outside Terraform", "apply restores them:\n"+describeChanges(p))
+	}
+	return set
 }
 
 // clusterContext returns the engine (nil when the cluster cannot be asked;
@@ -90,21 +120,6 @@ func (r *gpusliceResource) clusterContext(ctx context.Context, target spec.Resou
 		rc = r.data.planned.extend(rc)
 	}
 	return e, rc, skipped
-}
-
-// planDrift plans an update when Terraform sees no change but the cluster
-// differs: objects changed or deleted outside Terraform in ways no
-// attribute shows. Apply restores them.
-func (r *gpusliceResource) planDrift(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse, planned cty.Value, target spec.Resource, p *plan.Plan) {
-	if req.State.Raw.IsNull() || !p.HasChanges() {
-		return
-	}
-	prior, err := tfvalue.ToCty(req.State.Raw)
-	if err != nil || !sameArguments(r.def, prior, planned) {
-		return
-	}
-	r.setPlanned(ctx, resp, r.unknownOnChange(target))
-	resp.Diagnostics.AddWarning("Objects changed outside Terraform", "apply restores them:\n"+describeChanges(p))
 }
 
 // missingPackages warns about packages a quota or workload uses that the
@@ -160,10 +175,4 @@ func sameArguments(def engineschema.Resource, a, b cty.Value) bool {
 		}
 	}
 	return true
-}
-
-func (r *gpusliceResource) setPlanned(ctx context.Context, resp *resource.ModifyPlanResponse, values map[string]cty.Value) {
-	for name, v := range values {
-		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(name), tfvalue.Primitive(v))...)
-	}
 }

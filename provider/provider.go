@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -59,6 +60,18 @@ type gpusliceProvider struct {
 	// test server configures the same provider for every command, and each
 	// Configure ends the previous run's watches.
 	last *engine.Engine
+	// data is what the last Configure gave the resources: the fast path
+	// (server.go) serves them with it.
+	data *clusterData
+	// fast counts the requests the fast path served.
+	fast struct{ validate, upgrade, read, plan atomic.Int64 }
+}
+
+// currentData is the last Configure's cluster data; nil before one.
+func (p *gpusliceProvider) currentData() *clusterData {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.data
 }
 
 // clusterData is what resources and data sources get from Configure: one
@@ -111,6 +124,7 @@ func (p *gpusliceProvider) Configure(ctx context.Context, req provider.Configure
 		p.last.Close()
 		p.last = nil
 	}
+	p.data = nil
 	p.mu.Unlock()
 	var inventoryNamespace string
 	if !cfg.InventoryNamespace.IsNull() && !cfg.InventoryNamespace.IsUnknown() {
@@ -136,6 +150,9 @@ func (p *gpusliceProvider) Configure(ctx context.Context, req provider.Configure
 	}
 	resp.ResourceData = data
 	resp.DataSourceData = data
+	p.mu.Lock()
+	p.data = data
+	p.mu.Unlock()
 }
 
 func (p *gpusliceProvider) Resources(context.Context) []func() resource.Resource {

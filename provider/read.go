@@ -4,8 +4,11 @@ package provider
 // changed, and import fills every attribute.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/zclconf/go-cty/cty"
 
@@ -20,17 +23,39 @@ func (r *gpusliceResource) Read(ctx context.Context, req resource.ReadRequest, r
 	if r.data == nil || r.data.engine == nil {
 		return // keep the state as it is until there is a cluster to read
 	}
-	defer r.data.logRequests(ctx, "read "+r.def.Type)
-	e := r.data.engine
 	current, err := tfvalue.ToCty(req.State.Raw)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot read the state", err.Error())
 		return
 	}
+	next, id := r.readValue(ctx, current, &resp.Diagnostics)
+	switch {
+	case resp.Diagnostics.HasError():
+		return
+	case next == cty.NilVal:
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	out, err := tfvalue.FromCty(next, resp.State.Raw.Type())
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot record the state", err.Error())
+		return
+	}
+	resp.State.Raw = out
+	r.setIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
+}
+
+// readValue is Read on the state's value (the engine must be there): the
+// state the cluster gives the resource now and its import ID, or cty.NilVal
+// when its objects are gone. The framework's Read and the fast path
+// (server.go) both serve it.
+func (r *gpusliceResource) readValue(ctx context.Context, current cty.Value, diags *diag.Diagnostics) (cty.Value, string) {
+	defer r.data.logRequests(ctx, "read "+r.def.Type)
+	e := r.data.engine
 	idVal := current.GetAttr("id")
 	if idVal.IsNull() || !idVal.IsKnown() {
-		resp.Diagnostics.AddError("State without id", "the state of this "+r.def.Type+" has no id; remove it from the state (terraform state rm) and import it")
-		return
+		diags.AddError("State without id", "the state of this "+r.def.Type+" has no id; remove it from the state (terraform state rm) and import it")
+		return cty.NilVal, ""
 	}
 	id := idVal.AsString()
 	var prior spec.Resource
@@ -39,30 +64,41 @@ func (r *gpusliceResource) Read(ctx context.Context, req resource.ReadRequest, r
 	}
 	live, err := e.ReadResource(ctx, r.def.Type, id, prior)
 	if err != nil {
-		resp.Diagnostics.AddError("Cannot read "+r.def.Type+" "+id, err.Error())
-		return
+		diags.AddError("Cannot read "+r.def.Type+" "+id, err.Error())
+		return cty.NilVal, ""
 	}
 	if live == nil {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	liveArgs, err := specArguments(r.def, live)
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot read "+r.def.Type+" "+id, err.Error())
-		return
+		return cty.NilVal, id
 	}
 	value := current
-	if prior == nil || !sameSpec(r.def, prior, liveArgs) {
-		attrs := current.AsValueMap()
-		for name, v := range liveArgs.AsValueMap() {
-			attrs[name] = v
+	if prior == nil || !sameJSON(prior, live) {
+		liveArgs, err := specArguments(r.def, live)
+		if err != nil {
+			diags.AddError("Cannot read "+r.def.Type+" "+id, err.Error())
+			return cty.NilVal, ""
 		}
-		value = cty.ObjectVal(attrs)
+		if prior == nil || !sameSpec(r.def, prior, liveArgs) {
+			attrs := current.AsValueMap()
+			for name, v := range liveArgs.AsValueMap() {
+				attrs[name] = v
+			}
+			value = cty.ObjectVal(attrs)
+		}
 	}
 	engine.ResolveResource(live, r.data.tables.GPUModels)
 	live.SetAddr(engine.ResourceAddress(r.def.Type, id))
-	r.writeState(ctx, e, value, live, &resp.State, &resp.Diagnostics)
-	r.setIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
+	return r.stateValue(ctx, e, value, live, diags), id
+}
+
+// sameJSON reports whether two specs encode alike: then their arguments
+// are the same, without converting either (the common case of a read).
+func sameJSON(a, b spec.Resource) bool {
+	ja, err := json.Marshal(a)
+	if err != nil {
+		return false
+	}
+	jb, err := json.Marshal(b)
+	return err == nil && bytes.Equal(ja, jb)
 }
 
 func sameSpec(def engineschema.Resource, prior spec.Resource, liveArgs cty.Value) bool {

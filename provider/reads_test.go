@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	enginekube "github.com/gpuslice/gpuslice/engine/kube"
 	"github.com/gpuslice/gpuslice/provider"
@@ -69,30 +69,44 @@ type requestsOfLastRun struct {
 	p         func() (enginekube.Counts, int)
 	counts    *enginekube.Counts
 	informers *int
+	fast      func()
 }
 
 func (r requestsOfLastRun) CheckPlan(_ context.Context, _ plancheck.CheckPlanRequest, _ *plancheck.CheckPlanResponse) {
 	*r.counts, *r.informers = r.p()
+	r.fast()
 }
 
 // One `terraform plan` (refresh, then every resource's ModifyPlan) of 23
 // and of 43 resources sends the same list requests: every resource reads
-// from the run's one view, whose informers list each kind once.
+// from the run's one view, whose informers list each kind once. Every
+// resource of such a plan is read and planned by the fast path (checked
+// against the framework's answer).
 func TestAccPlanListsDoNotGrowWithResources(t *testing.T) {
 	needCluster(t)
 	p := provider.New("test")()
-	factories := map[string]func() (tfprotov6.ProviderServer, error){"gpuslice": providerserver.NewProtocol6WithError(p)}
+	factories := map[string]func() (tfprotov6.ProviderServer, error){"gpuslice": provider.NewCheckedServer(p)}
 	last := func() (enginekube.Counts, int) { return provider.LastRun(p) }
 	const small, large = 20, 40
 	var smallReq, largeReq enginekube.Counts
 	var smallInf, largeInf int
 	step := func(n int, counts *enginekube.Counts, informers *int) []resource.TestStep {
+		var before provider.Served
 		return []resource.TestStep{
-			{Config: readsConfig(n)},
+			{Config: readsConfig(n), Check: func(*terraform.State) error {
+				before = provider.FastServed(p)
+				return nil
+			}},
 			{
 				Config: readsConfig(n), PlanOnly: true,
 				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{
-					plancheck.ExpectEmptyPlan(), requestsOfLastRun{p: last, counts: counts, informers: informers},
+					plancheck.ExpectEmptyPlan(), requestsOfLastRun{p: last, counts: counts, informers: informers, fast: func() {
+						after, resources := provider.FastServed(p), int64(n+3)
+						if after.Upgrade-before.Upgrade < resources || after.Read-before.Read < resources || after.Plan-before.Plan < resources {
+							t.Errorf("the fast path served %d state upgrades, %d reads and %d plans of a no-change plan of %d resources; want each resource's",
+								after.Upgrade-before.Upgrade, after.Read-before.Read, after.Plan-before.Plan, resources)
+						}
+					}},
 				}},
 			},
 		}

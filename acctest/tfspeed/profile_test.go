@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-plugin"
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 
 	"github.com/gpuslice/gpuslice/provider"
@@ -19,7 +19,8 @@ import (
 // served in this process (Terraform reattaches to it, as to a provider run
 // under a debugger) and writes its CPU profile to the file
 // GPUSLICE_BENCH_CPUPROFILE names, suffixed with the size: the provider's
-// own profile, without a flag in the user's binary. The measured plans
+// own profile, without a flag in the user's binary; OpenTofu's own
+// (TOFU_CPU_PROFILE) goes beside it, suffixed ".tofu". The measured plans
 // above run the installed provider, as a user would.
 //
 //	GPUSLICE_BENCH_CPUPROFILE=/tmp/plan.pprof GPUSLICE_BENCH_SIZES=200 go test -run '^$' -bench TerraformSpeed -benchtime 1x ./acctest/tfspeed/
@@ -42,7 +43,12 @@ func profilePlan(b *testing.B, env []string, suffix string, tofu func(env []stri
 	reattach := make(chan *plugin.ReattachConfig, 1)
 	closed := make(chan struct{})
 	go func() {
-		err := tf6server.Serve(provider.Address, providerserver.NewProtocol6(provider.New("bench")()),
+		server, err := provider.NewServer(provider.New("bench")())()
+		if err != nil {
+			b.Errorf("provider server: %v", err)
+			return
+		}
+		err = tf6server.Serve(provider.Address, func() tfprotov6.ProviderServer { return server },
 			tf6server.WithDebug(ctx, reattach, closed), tf6server.WithoutLogStderrOverride())
 		if err != nil {
 			b.Errorf("serve the provider in process: %v", err)
@@ -69,7 +75,7 @@ func profilePlan(b *testing.B, env []string, suffix string, tofu func(env []stri
 	if err := pprof.StartCPUProfile(f); err != nil {
 		b.Fatal(err)
 	}
-	tofu(append(env, "TF_REATTACH_PROVIDERS="+string(value)), []int{0}, "plan", "-detailed-exitcode")
+	tofu(append(env, "TF_REATTACH_PROVIDERS="+string(value), "TOFU_CPU_PROFILE="+out+"."+suffix+".tofu"), []int{0}, "plan", "-detailed-exitcode")
 	pprof.StopCPUProfile()
 	cancel()
 	<-closed

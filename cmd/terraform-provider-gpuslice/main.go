@@ -4,13 +4,13 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"log"
 	"os"
 	"strings"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 
 	"github.com/gpuslice/gpuslice/provider"
 )
@@ -22,8 +22,15 @@ func main() {
 	debug := flag.Bool("debug", false, "run with support for debuggers such as delve")
 	flag.Parse()
 	quietUnlessLogged()
-	err := providerserver.Serve(context.Background(), provider.New(version), providerserver.ServeOpts{Address: provider.Address, Debug: *debug})
+	var opts []tf6server.ServeOpt
+	if *debug {
+		opts = append(opts, tf6server.WithManagedDebug())
+	}
+	server, err := provider.NewServer(provider.New(version)())()
 	if err != nil {
+		log.Fatal(err)
+	}
+	if err := tf6server.Serve(provider.Address, func() tfprotov6.ProviderServer { return server }, opts...); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -20,7 +20,8 @@ import (
 	enginediag "github.com/gpuslice/gpuslice/engine/diag"
 )
 
-func ctyType(t tftypes.Type) (cty.Type, error) {
+// CtyType is the cty type of a framework (tftypes) type.
+func CtyType(t tftypes.Type) (cty.Type, error) {
 	switch {
 	case t.Is(tftypes.String):
 		return cty.String, nil
@@ -33,18 +34,18 @@ func ctyType(t tftypes.Type) (cty.Type, error) {
 	}
 	switch tt := t.(type) {
 	case tftypes.List:
-		e, err := ctyType(tt.ElementType)
+		e, err := CtyType(tt.ElementType)
 		return cty.List(e), err
 	case tftypes.Set:
-		e, err := ctyType(tt.ElementType)
+		e, err := CtyType(tt.ElementType)
 		return cty.Set(e), err
 	case tftypes.Map:
-		e, err := ctyType(tt.ElementType)
+		e, err := CtyType(tt.ElementType)
 		return cty.Map(e), err
 	case tftypes.Object:
 		attrs := map[string]cty.Type{}
 		for name, at := range tt.AttributeTypes {
-			ct, err := ctyType(at)
+			ct, err := CtyType(at)
 			if err != nil {
 				return cty.NilType, err
 			}
@@ -57,7 +58,7 @@ func ctyType(t tftypes.Type) (cty.Type, error) {
 
 // ToCty converts a framework value (plan, state or config) to cty.
 func ToCty(v tftypes.Value) (cty.Value, error) {
-	ty, err := ctyType(v.Type())
+	ty, err := CtyType(v.Type())
 	if err != nil {
 		return cty.NilVal, err
 	}
