@@ -42,9 +42,8 @@ func (r *gpusliceResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 }
 
 // planValues is ModifyPlan on the planned value (prior gives the state's,
-// false on create): the computed attributes to set on the plan, in the
-// order set (a later value for a name wins). The framework's ModifyPlan
-// and the fast path (server.go) both serve it.
+// false on create): the computed attributes to set on the plan. The
+// framework's ModifyPlan and the fast path (server.go) both serve it.
 func (r *gpusliceResource) planValues(ctx context.Context, planned cty.Value, prior func() (cty.Value, bool), diags *diag.Diagnostics) map[string]cty.Value {
 	defer r.data.logRequests(ctx, "plan "+r.def.Type)
 	if !argumentsKnown(planned, r.def.Block) {
