@@ -5,7 +5,8 @@
 // and N workloads, with the provider installed by `make install`; the same
 // files with `gpuslice plan/apply`; OpenTofu's own floor, as many
 // `terraform_data` resources; and the API requests per resource, counted by
-// the provider's own transport (its debug log) and by the API server.
+// the provider's own transport (its debug log) and by the API server. The
+// no-change plans are timed without logs, the median of three.
 //
 //	go test -run '^$' -bench TerraformSpeed -benchtime 1x -timeout 2h ./acctest/tfspeed/
 //
@@ -92,6 +93,7 @@ func table(rows []row) string {
 			float64(r.planProvider.reads())/float64(r.resources), float64(r.planServer.reads())/float64(r.resources), r.planProvider,
 			sec(r.tofuCreate), sec(r.tofuUpdate), sec(r.cliPlan), sec(r.cliCreate), sec(r.cliUpdate), sec(r.floorPlan), sec(r.floorCreate))
 	}
+	fmt.Fprintf(&b, "\nNo-change plans: the median of %d runs each, without logs, as a user runs them; the request counts are of one more plan, with the provider's debug log.\n", plans)
 	b.WriteString("\nCPU time of the no-change plans (user + system, with the children each waited for): steadier than wall-clock time on a shared machine.\n\n")
 	b.WriteString("| N | `tofu plan` (tofu + provider) | `gpuslice plan` | `terraform_data` plan (tofu alone) |\n|---|---|---|---|\n")
 	for _, r := range rows {
