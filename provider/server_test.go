@@ -175,3 +175,44 @@ func TestWithDefaults(t *testing.T) {
 		t.Errorf("a plan with a port block the configuration lacks lined up")
 	}
 }
+
+// A state saved by this schema version is read on the fast path, the
+// attributes it lacks null; one with an attribute the schema no longer has
+// is the framework's, which drops it.
+func TestFastUpgradeAgreesWithTheFramework(t *testing.T) {
+	ctx := context.Background()
+	p := New("test")()
+	ps, err := newServer(p, true)()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, state string
+		fast        bool
+	}{
+		{"current", `{"id":"team-a/llm","namespace":"team-a","name":"llm","package":"v100-8gi","kind":"deployment","container":{"image":"ollama/ollama:0.24.0","port":[{"container_port":11434,"name":"http","protocol":"TCP"}]},"timeouts":null}`, true},
+		{"attributes missing", `{"id":"team-a/llm","namespace":"team-a","name":"llm"}`, true},
+		{"attribute removed since", `{"id":"team-a/llm","namespace":"team-a","name":"llm","gone":"x"}`, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := p.(*gpusliceProvider).fast.upgrade.Load()
+			resp, err := ps.UpgradeResourceState(ctx, &tfprotov6.UpgradeResourceStateRequest{
+				TypeName: "gpuslice_workload", RawState: &tfprotov6.RawState{JSON: []byte(c.state)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.Diagnostics) > 0 {
+				t.Errorf("diagnostics %s", describeDiagnostics(resp.Diagnostics))
+			}
+			if fast := p.(*gpusliceProvider).fast.upgrade.Load() > before; fast != c.fast {
+				t.Errorf("served on the fast path: %v, want %v", fast, c.fast)
+			}
+			w := ps.(*server).types["gpuslice_workload"]
+			v, ok := decode(resp.UpgradedState, w.value)
+			if !ok || v.GetAttr("id").AsString() != "team-a/llm" || v.GetAttr("container").IsNull() != (c.name != "current") {
+				t.Errorf("upgraded state %#v", v)
+			}
+		})
+	}
+}
