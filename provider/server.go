@@ -3,7 +3,7 @@ package provider
 // The protocol server. terraform-plugin-framework serves every RPC, but its
 // schema walks cost more than the provider's own work: in a no-change
 // `tofu plan` of 200 workloads, validating, reading and planning through
-// the framework took about three quarters of the provider's CPU. The
+// the framework took more than half of the provider's CPU. The
 // requests such a plan is made of — a configuration to validate, a state
 // to read back, a plan that matches the state — are served here on the
 // wire values (cty from MessagePack) by the same code the framework
