@@ -14,8 +14,10 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	fwprovider "github.com/hashicorp/terraform-plugin-framework/provider"
@@ -132,28 +134,43 @@ func (s *server) fastUpgrade(req *tfprotov6.UpgradeResourceStateRequest) (*tfpro
 }
 
 func (s *server) ReadResource(ctx context.Context, req *tfprotov6.ReadResourceRequest) (*tfprotov6.ReadResourceResponse, error) {
+	resp, ok, err := checked(s.check, &s.p.fast.read,
+		func() (*tfprotov6.ReadResourceResponse, bool) { return s.fastRead(ctx, req) },
+		func() (*tfprotov6.ReadResourceResponse, error) { return s.ProviderServer.ReadResource(ctx, req) },
+		s.types[req.TypeName].readDiff)
+	if ok && err != nil {
+		resp.Diagnostics = append(resp.Diagnostics, differs("read "+req.TypeName, err.Error())...)
+		return resp, nil
+	}
+	return resp, err
+}
+
+// checked serves a request: fast answers it (false leaves it to the
+// framework's slow), counted in count. In check mode the framework answers
+// too, and a difference diff finds in three tries (the cluster may change
+// between two answers: only a difference that stays is one) is returned
+// as the error, with ok and the fast answer.
+func checked[R any](check bool, count *atomic.Int64, fast func() (R, bool), slow func() (R, error), diff func(fast, slow R) string) (resp R, ok bool, err error) {
 	for attempt := 1; ; attempt++ {
-		resp, ok := s.fastRead(ctx, req)
+		resp, ok := fast()
 		if !ok {
-			return s.ProviderServer.ReadResource(ctx, req)
+			resp, err := slow()
+			return resp, false, err
 		}
-		s.p.fast.read.Add(1)
-		if !s.check {
-			return resp, nil
+		count.Add(1)
+		if !check {
+			return resp, true, nil
 		}
-		slow, err := s.ProviderServer.ReadResource(ctx, req)
-		diff := fmt.Sprint(err)
+		other, err := slow()
+		d := fmt.Sprint(err)
 		if err == nil {
-			diff = s.types[req.TypeName].readDiff(resp, slow)
+			d = diff(resp, other)
 		}
-		if diff == "" {
-			return resp, nil
+		if d == "" {
+			return resp, true, nil
 		}
-		// The cluster may have changed between the two reads: only a
-		// difference that stays is one.
 		if attempt == 3 {
-			resp.Diagnostics = append(resp.Diagnostics, differs("read "+req.TypeName, diff)...)
-			return resp, nil
+			return resp, true, errors.New(d)
 		}
 	}
 }
@@ -204,28 +221,17 @@ func (s *server) fastRead(ctx context.Context, req *tfprotov6.ReadResourceReques
 }
 
 func (s *server) PlanResourceChange(ctx context.Context, req *tfprotov6.PlanResourceChangeRequest) (*tfprotov6.PlanResourceChangeResponse, error) {
-	for attempt := 1; ; attempt++ {
-		resp, ok := s.fastPlan(ctx, req)
-		if !ok {
+	resp, ok, err := checked(s.check, &s.p.fast.plan,
+		func() (*tfprotov6.PlanResourceChangeResponse, bool) { return s.fastPlan(ctx, req) },
+		func() (*tfprotov6.PlanResourceChangeResponse, error) {
 			return s.ProviderServer.PlanResourceChange(ctx, req)
-		}
-		s.p.fast.plan.Add(1)
-		if !s.check {
-			return resp, nil
-		}
-		slow, err := s.ProviderServer.PlanResourceChange(ctx, req)
-		diff := fmt.Sprint(err)
-		if err == nil {
-			diff = s.types[req.TypeName].planDiff(resp, slow)
-		}
-		if diff == "" {
-			return resp, nil
-		}
-		if attempt == 3 {
-			resp.Diagnostics = append(resp.Diagnostics, differs("plan "+req.TypeName, diff)...)
-			return resp, nil
-		}
+		},
+		s.types[req.TypeName].planDiff)
+	if ok && err != nil {
+		resp.Diagnostics = append(resp.Diagnostics, differs("plan "+req.TypeName, err.Error())...)
+		return resp, nil
 	}
+	return resp, err
 }
 
 // fastPlan plans a resource whose configuration, defaults filled in,

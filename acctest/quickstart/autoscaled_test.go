@@ -2,8 +2,6 @@ package quickstart
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -38,14 +36,7 @@ func TestAutoscaledInferenceWithOpenTofu(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	work := t.TempDir()
-	if err := os.CopyFS(filepath.Join(work, "examples"), os.DirFS("../../examples")); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(work, "examples", "autoscaled-inference")
-	env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+install(t), "KUBE_CONFIG_PATH="+c.KubeconfigPath, "TF_IN_AUTOMATION=1",
-		"TF_VAR_wait_for=scheduled", "HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9")
-	run := tofuIn(t, dir, env)
+	run := tofuIn(t, example(t, "autoscaled-inference"), tofuEnv(t, c))
 
 	if out, code := run("init", "-input=false", "-no-color"); code != 0 {
 		t.Fatalf("tofu init from the mirror: exit %d\n%s", code, out)

@@ -44,6 +44,27 @@ func install(t *testing.T) string {
 	return rc
 }
 
+// example copies examples/ into a temporary directory (the examples refer
+// to each other's modules) and returns the copy of examples/<name>.
+func example(t *testing.T, name string) string {
+	t.Helper()
+	work := t.TempDir()
+	if err := os.CopyFS(filepath.Join(work, "examples"), os.DirFS("../../examples")); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(work, "examples", name)
+}
+
+// tofuEnv is the environment tofu runs an example in against c, with the
+// provider make install built, waiting for scheduling only, and vars.
+// Nothing may be downloaded: a registry lookup fails here.
+func tofuEnv(t *testing.T, c *cluster.Cluster, vars ...string) []string {
+	t.Helper()
+	env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+install(t), "KUBE_CONFIG_PATH="+c.KubeconfigPath, "TF_IN_AUTOMATION=1",
+		"TF_VAR_wait_for=scheduled", "HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9")
+	return append(env, vars...)
+}
+
 func TestQuickstartWithOpenTofu(t *testing.T) {
 	c := clustertest.Shared(t)
 	ctx := context.Background()
@@ -60,18 +81,11 @@ func TestQuickstartWithOpenTofu(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	work := t.TempDir()
-	if err := os.CopyFS(filepath.Join(work, "examples"), os.DirFS("../../examples")); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(work, "examples", "quickstart")
-	env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+install(t), "KUBE_CONFIG_PATH="+c.KubeconfigPath, "TF_IN_AUTOMATION=1",
-		"TF_VAR_wait_for=scheduled",
+	dir := example(t, "quickstart")
+	env := tofuEnv(t, c,
 		// The simulated node runs no kubelet: the plugin's DaemonSet is
 		// created and never runs (acctest/daemonset runs it on real nodes).
-		"TF_VAR_node_plugin_image=registry.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5",
-		// Nothing may be downloaded: a registry lookup fails here.
-		"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9")
+		"TF_VAR_node_plugin_image=registry.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5")
 	run := tofuIn(t, dir, env)
 
 	if out, code := run("init", "-input=false", "-no-color"); code != 0 || !strings.Contains(out, "gpuslice/gpuslice v0.1.0") {

@@ -2,8 +2,6 @@ package quickstart
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,14 +31,7 @@ func TestTrainingWithOpenTofu(t *testing.T) {
 	if _, err := gpu.PublishGPUs(ctx, 2, 100); err != nil {
 		t.Fatal(err)
 	}
-	work := t.TempDir()
-	if err := os.CopyFS(filepath.Join(work, "examples"), os.DirFS("../../examples")); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+install(t), "KUBE_CONFIG_PATH="+c.KubeconfigPath, "TF_IN_AUTOMATION=1",
-		"TF_VAR_wait_for=scheduled", "TF_VAR_gpu_model="+model,
-		"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9")
-	run := tofuIn(t, filepath.Join(work, "examples", "training"), env)
+	run := tofuIn(t, example(t, "training"), tofuEnv(t, c, "TF_VAR_gpu_model="+model))
 
 	if out, code := run("init", "-input=false", "-no-color"); code != 0 {
 		t.Fatalf("tofu init: exit %d\n%s", code, out)
