@@ -14,9 +14,8 @@ import (
 	"slices"
 	"strings"
 
-	"helm.sh/helm/v4/pkg/chart/common"
-	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/engine"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,27 +34,11 @@ var chartFiles embed.FS
 // namespace, as `helm template` does: one YAML document per template, in
 // file-name order, each headed by its source.
 func RenderManifests(namespace string, values map[string]any) (string, error) {
-	var files []*archive.BufferedFile
-	root := "helm/" + ChartName
-	err := fs.WalkDir(chartFiles, root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := chartFiles.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		files = append(files, &archive.BufferedFile{Name: strings.TrimPrefix(path, root+"/"), Data: data})
-		return nil
-	})
+	chart, err := loadChart()
 	if err != nil {
 		return "", err
 	}
-	chart, err := loader.LoadFiles(files)
-	if err != nil {
-		return "", fmt.Errorf("load the node plugin's chart: %w", err)
-	}
-	vals, err := chartutil.ToRenderValues(chart, values, common.ReleaseOptions{Name: ChartName, Namespace: namespace, IsInstall: true}, nil)
+	vals, err := renderValues(chart, namespace, values)
 	if err != nil {
 		return "", fmt.Errorf("node plugin chart values: %w", err)
 	}
@@ -72,6 +55,31 @@ func RenderManifests(namespace string, values map[string]any) (string, error) {
 		b.WriteString(out[name])
 	}
 	return b.String(), nil
+}
+
+// loadChart loads the chart embedded in the binary.
+func loadChart() (*chartv2.Chart, error) {
+	var files []*archive.BufferedFile
+	root := "helm/" + ChartName
+	err := fs.WalkDir(chartFiles, root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := chartFiles.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files = append(files, &archive.BufferedFile{Name: strings.TrimPrefix(path, root+"/"), Data: data})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	chart, err := loader.LoadFiles(files)
+	if err != nil {
+		return nil, fmt.Errorf("load the node plugin's chart: %w", err)
+	}
+	return chart, nil
 }
 
 // Render renders the chart into typed objects, decoded strictly: a field

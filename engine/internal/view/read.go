@@ -3,6 +3,11 @@ package view
 import (
 	"context"
 	"fmt"
+	"maps"
+	"reflect"
+	goruntime "runtime"
+	"sync"
+	"weak"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -194,11 +199,50 @@ func As[T any](obj any) (*T, error) {
 	if !ok {
 		return nil, fmt.Errorf("%T is not unstructured; this is a bug in gpuslice", obj)
 	}
+	key := converted{weak.Make(u), reflect.TypeFor[T]()}
+	if c, ok := conversions.Load(key); ok {
+		return any(c.(runtime.Object).DeepCopyObject()).(*T), nil
+	}
 	t := new(T)
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, t); err != nil {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(withoutManagedFields(u.Object), t); err != nil {
 		return nil, fmt.Errorf("read %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 	}
+	if c, ok := any(t).(runtime.Object); ok {
+		if _, loaded := conversions.LoadOrStore(key, c.DeepCopyObject()); !loaded {
+			goruntime.AddCleanup(u, func(k converted) { conversions.Delete(k) }, key)
+		}
+	}
 	return t, nil
+}
+
+// conversions memoizes As, which a plan calls for the same object more than
+// once (its read-back, then its status): the view never changes an object in
+// place (an update stores a new one), so a conversion holds for as long as
+// its object lives, and its entry goes with it. As hands out a deep copy,
+// many times cheaper than converting again, so a caller may change it.
+var conversions sync.Map // converted → runtime.Object
+
+type converted struct {
+	obj weak.Pointer[unstructured.Unstructured]
+	typ reflect.Type
+}
+
+// withoutManagedFields is obj without metadata.managedFields, sharing the
+// rest: no typed reader looks at them (plan reads them unstructured), and
+// they are a fifth of what a conversion costs.
+func withoutManagedFields(obj map[string]any) map[string]any {
+	md, ok := obj["metadata"].(map[string]any)
+	if !ok {
+		return obj
+	}
+	if _, ok := md["managedFields"]; !ok {
+		return obj
+	}
+	md = maps.Clone(md)
+	delete(md, "managedFields")
+	obj = maps.Clone(obj)
+	obj["metadata"] = md
+	return obj
 }
 
 // AllAs converts objects of a Managed resource (see As).

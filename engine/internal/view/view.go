@@ -349,11 +349,8 @@ func transform(res Resource) cache.TransformFunc {
 		if err != nil {
 			return nil, err
 		}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(withoutManagedFields(u.Object), typed); err != nil {
 			return nil, fmt.Errorf("read %s %s/%s: %w", res.Kind, u.GetNamespace(), u.GetName(), err)
-		}
-		if m, err := meta.Accessor(typed); err == nil {
-			m.SetManagedFields(nil)
 		}
 		return typed, nil
 	}

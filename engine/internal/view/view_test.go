@@ -259,3 +259,24 @@ func TestCloseStopsEveryInformer(t *testing.T) {
 		t.Fatal("a closed view still reads")
 	}
 }
+
+// As converts an object once, however often a plan reads it, and hands out
+// copies: what one reader does to its copy never shows in the next read.
+func TestAsHandsOutCopies(t *testing.T) {
+	v, _ := watched(t, deployment("ollama", "10", 1))
+	obj, err := v.Get(context.Background(), deployments, "team-a", "ollama")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		d, err := view.As[appsv1.Deployment](obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *d.Spec.Replicas != 1 || d.Labels["changed"] != "" {
+			t.Fatalf("a reader's change shows in the next read: replicas %d, labels %v", *d.Spec.Replicas, d.Labels)
+		}
+		*d.Spec.Replicas = 7
+		d.Labels["changed"] = "by a reader"
+	}
+}
