@@ -105,7 +105,11 @@ func Load(ctx context.Context, v *view.View, workloads []*spec.Workload) (*Snaps
 				}
 			}
 		}
-		if !warned[w.Namespace] {
+		// Warnings only explain pods that are missing or not scheduled
+		// (Diagnose reads them for nothing else), so a namespace whose
+		// workloads have all theirs on nodes is not listed: a plan of
+		// healthy workloads watches no events.
+		if !warned[w.Namespace] && s.lacksPods(w) {
 			warned[w.Namespace] = true
 			events, err := v.List(ctx, view.WarningEvents, w.Namespace)
 			if err != nil {
@@ -125,6 +129,21 @@ func get[T any](ctx context.Context, v *view.View, res view.Resource, w *spec.Wo
 		return nil, fmt.Errorf("read the %s of %s/%s: %w", res.Kind, w.Namespace, w.Name, err)
 	}
 	return view.As[T](obj)
+}
+
+// lacksPods reports whether the workload has fewer pods than it wants or
+// one not on a node yet.
+func (s *Snapshot) lacksPods(w *spec.Workload) bool {
+	pods := s.podsOf(w)
+	if int32(len(pods)) < s.wanted(w) {
+		return true
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName == "" {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Snapshot) podsOf(w *spec.Workload) []corev1.Pod {
