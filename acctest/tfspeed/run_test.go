@@ -112,7 +112,7 @@ func loggedEnv(env []string, logFile string) []string {
 }
 
 // plans is how many times a no-change plan is timed; the median counts.
-const plans = 3
+const plans = 5
 
 func median(ts []took) took {
 	sort.Slice(ts, func(i, j int) bool { return ts[i].wall < ts[j].wall })

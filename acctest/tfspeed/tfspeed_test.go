@@ -6,7 +6,8 @@
 // files with `gpuslice plan/apply`; OpenTofu's own floor, as many
 // `terraform_data` resources; and the API requests per resource, counted by
 // the provider's own transport (its debug log) and by the API server. The
-// no-change plans are timed without logs, the median of three.
+// no-change plans are timed without logs, the median of five, on a control
+// plane settled after the apply.
 //
 //	go test -run '^$' -bench TerraformSpeed -benchtime 1x -timeout 2h ./acctest/tfspeed/
 //
