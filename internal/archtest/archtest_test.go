@@ -41,6 +41,8 @@ var rules = []rule{
 		why: "the provider provisions through the engine, never with clients of its own"},
 	{from: "provider", deny: []string{"engine/hclstack"},
 		why: "the provider decodes Terraform's values with engine/config; the .tf evaluator is the CLI's"},
+	{from: "cmd/terraform-provider-gpuslice", deny: []string{"helm.sh/helm/v4/pkg/chart/common/util", "github.com/santhosh-tekuri/jsonschema"},
+		why: "Terraform starts the provider three times per plan, and Helm's chartutil compiles JSON meta-schemas at init (deploy/values.go stands in for it)"},
 	{from: "cmd", deny: []string{"acctest"},
 		why: "acctest/ holds acceptance tests, which no binary links"},
 	{from: "cmd/gpuslice", deny: []string{"internal/cluster", "internal/devcluster", "nodeplugin", "github.com/NVIDIA/go-nvml"},
