@@ -51,13 +51,32 @@ func (rc ResourceContext) PackageNames() []string {
 	return out
 }
 
+// Prefetch starts the informers that reading and planning resources of
+// every type read, without waiting for them. A Terraform run calls it once
+// configured: the kinds workloads read are then listed while Terraform
+// still plans the packages and quotas they depend on, instead of after.
+func (e *Engine) Prefetch() {
+	for _, reads := range [][]view.Resource{resourceContextReads(), readback.PlatformReads(), readback.QuotaReads(),
+		readback.WorkloadReads(), checks.Reads(), status.Reads()} {
+		e.view.Warm(reads...)
+	}
+	// What plan compares a quota's namespace and a workload's claim
+	// template with.
+	e.view.Warm(view.Namespaces, view.ManagedKind("resource.k8s.io", "ResourceClaimTemplate"))
+}
+
+func resourceContextReads() []view.Resource {
+	return []view.Resource{view.ManagedKind("", "ConfigMap"), view.ManagedKind("resource.k8s.io", "DeviceClass")}
+}
+
 // LoadResourceContext reads the applied platform settings and packages
 // from the engine's view: every resource of a Terraform run asks, and
 // none of them costs a request.
 func (e *Engine) LoadResourceContext(ctx context.Context) (ResourceContext, error) {
 	var rc ResourceContext
-	configMaps, classes := view.ManagedKind("", "ConfigMap"), view.ManagedKind("resource.k8s.io", "DeviceClass")
-	e.view.Warm(configMaps, classes)
+	reads := resourceContextReads()
+	configMaps, classes := reads[0], reads[1]
+	e.view.Warm(reads...)
 	cms, err := e.view.ByIndex(ctx, configMaps, "", view.IndexName, render.PlatformConfigMap)
 	if err != nil && !apierrors.IsForbidden(err) {
 		return rc, fmt.Errorf("read the platform settings (ConfigMaps %s): %w", render.PlatformConfigMap, err)

@@ -20,6 +20,15 @@ func LastRun(p fwprovider.Provider) (kube.Counts, int) {
 	return gp.last.Clients.Requests.Counts(), gp.last.Informers()
 }
 
+// Prefetched is how many informers the last Configure started before any
+// resource was read.
+func Prefetched(p fwprovider.Provider) int {
+	gp := p.(*gpusliceProvider)
+	gp.mu.Lock()
+	defer gp.mu.Unlock()
+	return gp.prefetched
+}
+
 // NewCheckedServer is NewServer in check mode: every request the fast path
 // serves is served by the framework too, and a difference is an error on
 // the request.

@@ -60,6 +60,8 @@ type gpusliceProvider struct {
 	// test server configures the same provider for every command, and each
 	// Configure ends the previous run's watches.
 	last *engine.Engine
+	// prefetched is how many informers last's Prefetch started.
+	prefetched int
 	// data is what the last Configure gave the resources: the fast path
 	// (server.go) serves them with it.
 	data *clusterData
@@ -143,9 +145,12 @@ func (p *gpusliceProvider) Configure(ctx context.Context, req provider.Configure
 			return
 		}
 		e.Tables = set
+		// Terraform plans a workload only after the package and quota it
+		// refers to: its kinds are listed meanwhile.
+		e.Prefetch()
 		data.engine = e
 		p.mu.Lock()
-		p.last = e
+		p.last, p.prefetched = e, e.Informers()
 		p.mu.Unlock()
 	}
 	resp.ResourceData = data

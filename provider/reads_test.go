@@ -79,7 +79,8 @@ func (r requestsOfLastRun) CheckPlan(_ context.Context, _ plancheck.CheckPlanReq
 
 // One `terraform plan` (refresh, then every resource's ModifyPlan) of 23
 // and of 43 resources sends the same list requests: every resource reads
-// from the run's one view, whose informers list each kind once. Every
+// from the run's one view, whose informers list each kind once, all of
+// them started at Configure. Every
 // resource of such a plan is read and planned by the fast path (checked
 // against the framework's answer).
 func TestAccPlanListsDoNotGrowWithResources(t *testing.T) {
@@ -87,6 +88,7 @@ func TestAccPlanListsDoNotGrowWithResources(t *testing.T) {
 	p := provider.New("test")()
 	factories := map[string]func() (tfprotov6.ProviderServer, error){"gpuslice": provider.NewCheckedServer(p)}
 	last := func() (enginekube.Counts, int) { return provider.LastRun(p) }
+	var prefetched int
 	const small, large = 20, 40
 	var smallReq, largeReq enginekube.Counts
 	var smallInf, largeInf int
@@ -101,6 +103,7 @@ func TestAccPlanListsDoNotGrowWithResources(t *testing.T) {
 				Config: readsConfig(n), PlanOnly: true,
 				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{
 					plancheck.ExpectEmptyPlan(), requestsOfLastRun{p: last, counts: counts, informers: informers, fast: func() {
+						prefetched = provider.Prefetched(p)
 						after, resources := provider.FastServed(p), int64(n+3)
 						if after.Upgrade-before.Upgrade < resources || after.Read-before.Read < resources || after.Plan-before.Plan < resources {
 							t.Errorf("the fast path served %d state upgrades, %d reads and %d plans of a no-change plan of %d resources; want each resource's",
@@ -128,6 +131,11 @@ func TestAccPlanListsDoNotGrowWithResources(t *testing.T) {
 	if largeReq.Reads() != smallReq.Reads() || largeReq.List != smallReq.List || largeInf != smallInf {
 		t.Errorf("reads grew with the resources: %d resources %s (%d informers), %d resources %s (%d informers)",
 			small+3, smallReq, smallInf, large+3, largeReq, largeInf)
+	}
+	// Configure started every informer the plan read from: the kinds of
+	// the workloads were listed while the package and quotas were planned.
+	if largeInf != prefetched {
+		t.Errorf("the plan ran %d informers, of which Configure prefetched %d: list what reading or planning a resource reads in engine.Prefetch", largeInf, prefetched)
 	}
 	if writes := largeReq.Total() - largeReq.Reads(); writes != 0 {
 		t.Errorf("a plan wrote %d times", writes)

@@ -30,6 +30,13 @@ type Snapshot struct {
 	pyTorchJobs map[string]*unstructured.Unstructured
 }
 
+// Reads are the resources Load reads for every workload (a namespace's
+// warning events only for one that lacks pods).
+func Reads() []view.Resource {
+	return []view.Resource{view.Pods, view.ResourceClaims,
+		view.ManagedKind("apps", "Deployment"), view.ManagedKind("apps", "StatefulSet"), view.ManagedKind("batch", "Job")}
+}
+
 // Load takes what the workloads' status needs from the engine's view:
 // each one's controller, its pods and their claims, and the warnings of
 // its namespace — no more than the workloads' own objects.
@@ -43,7 +50,7 @@ func Load(ctx context.Context, v *view.View, workloads []*spec.Workload) (*Snaps
 		return s, nil
 	}
 	deployments, statefulSets, jobs := view.ManagedKind("apps", "Deployment"), view.ManagedKind("apps", "StatefulSet"), view.ManagedKind("batch", "Job")
-	v.Warm(view.Pods, view.ResourceClaims, deployments, statefulSets, jobs)
+	v.Warm(Reads()...)
 	warned := map[string]bool{}
 	for _, w := range workloads {
 		key := w.Namespace + "/" + w.Name

@@ -62,6 +62,12 @@ type Usage struct {
 	Resources corev1.ResourceList
 }
 
+// Reads are the resources Gather reads.
+func Reads() []view.Resource {
+	return []view.Resource{view.ResourceSlices, view.ResourceClaims, view.ManagedKind("resource.k8s.io", "DeviceClass"),
+		view.ResourceQuotas, view.LimitRanges, view.Pods}
+}
+
 // Gather reads the facts the checks need for the stack's workloads from
 // the engine's view: the published slices and their allocations, the
 // packages, and the quotas, limit ranges and workload pods of the
@@ -72,8 +78,7 @@ func Gather(ctx context.Context, v *view.View, s *spec.Stack) (*Facts, error) {
 	if len(s.Workloads) == 0 {
 		return f, nil
 	}
-	classes := view.ManagedKind("resource.k8s.io", "DeviceClass")
-	v.Warm(view.ResourceSlices, view.ResourceClaims, classes, view.ResourceQuotas, view.LimitRanges, view.Pods)
+	v.Warm(Reads()...)
 	snap, err := capacity.Load(ctx, v)
 	if err != nil {
 		return nil, err
@@ -83,7 +88,7 @@ func Gather(ctx context.Context, v *view.View, s *spec.Stack) (*Facts, error) {
 			f.ComputeCapability[g.Model] = g.ComputeCapability
 		}
 	}
-	objs, err := v.List(ctx, classes)
+	objs, err := v.List(ctx, view.ManagedKind("resource.k8s.io", "DeviceClass"))
 	if err != nil {
 		return nil, fmt.Errorf("list DeviceClasses: %w", err)
 	}

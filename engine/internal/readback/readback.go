@@ -51,11 +51,16 @@ func quantity(live resource.Quantity, prior string) string {
 	return live.String()
 }
 
+// PlatformReads are the resources Platform reads.
+func PlatformReads() []view.Resource {
+	return []view.Resource{view.ManagedKind("", "ConfigMap"), view.ManagedKind("apps", "DaemonSet")}
+}
+
 // Platform reads the gpuslice_platform whose namespace is ns; nil when it
 // is not applied. prior, when known, says whether the configuration lists
 // the node plugin's tolerations or leaves them to the chart's default.
 func Platform(ctx context.Context, v *view.View, ns string, prior *spec.Platform) (*spec.Platform, error) {
-	v.Warm(view.ManagedKind("", "ConfigMap"), view.ManagedKind("apps", "DaemonSet"))
+	v.Warm(PlatformReads()...)
 	cm, err := get[corev1.ConfigMap](ctx, v, "", "ConfigMap", ns, render.PlatformConfigMap)
 	if cm == nil || err != nil {
 		return nil, err
@@ -107,11 +112,16 @@ func Package(ctx context.Context, v *view.View, name string) (*spec.Package, err
 
 const deviceQuotaSuffix = ".deviceclass.resource.k8s.io/devices"
 
+// QuotaReads are the resources Quota reads.
+func QuotaReads() []view.Resource {
+	return []view.Resource{view.ManagedKind("", "ResourceQuota"), view.ManagedKind("rbac.authorization.k8s.io", "RoleBinding")}
+}
+
 // Quota reads the gpuslice_quota of namespace ns from its ResourceQuota;
 // nil when it is not applied. Slices of 0 are read back only where prior
 // lists them: every package the quota does not grant is 0.
 func Quota(ctx context.Context, v *view.View, ns string, prior *spec.Quota) (*spec.Quota, error) {
-	v.Warm(view.ManagedKind("", "ResourceQuota"), view.ManagedKind("rbac.authorization.k8s.io", "RoleBinding"))
+	v.Warm(QuotaReads()...)
 	rq, err := get[corev1.ResourceQuota](ctx, v, "", "ResourceQuota", ns, render.QuotaName)
 	if rq == nil || err != nil {
 		return nil, err

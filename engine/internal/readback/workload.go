@@ -17,13 +17,18 @@ import (
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
 
+// WorkloadReads are the resources Workload reads.
+func WorkloadReads() []view.Resource {
+	return []view.Resource{view.ManagedKind("apps", "Deployment"), view.ManagedKind("apps", "StatefulSet"), view.ManagedKind("batch", "Job"),
+		view.ManagedKind("", "PersistentVolumeClaim"), view.ManagedKind("", "Service"), view.ManagedKind("autoscaling", "HorizontalPodAutoscaler")}
+}
+
 // Workload reads the gpuslice_workload ns/name from its Deployment,
 // StatefulSet or Job, volume, Service and preload Job; nil when it is not
 // applied. wait_for and timeout, which only apply uses, and the model
 // block come from prior (else their defaults).
 func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Workload) (*spec.Workload, error) {
-	v.Warm(view.ManagedKind("apps", "Deployment"), view.ManagedKind("apps", "StatefulSet"), view.ManagedKind("batch", "Job"),
-		view.ManagedKind("", "PersistentVolumeClaim"), view.ManagedKind("", "Service"), view.ManagedKind("autoscaling", "HorizontalPodAutoscaler"))
+	v.Warm(WorkloadReads()...)
 	if prior == nil {
 		prior = &spec.Workload{WaitFor: spec.WaitReady, Timeout: "10m"}
 	}
