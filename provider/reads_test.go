@@ -80,9 +80,8 @@ func (r requestsOfLastRun) CheckPlan(_ context.Context, _ plancheck.CheckPlanReq
 // One `terraform plan` (refresh, then every resource's ModifyPlan) of 23
 // and of 43 resources sends the same list requests: every resource reads
 // from the run's one view, whose informers list each kind once, all of
-// them started at Configure. Every
-// resource of such a plan is read and planned by the fast path (checked
-// against the framework's answer).
+// them started at Configure. Every resource of such a plan is read and
+// planned by the fast path (checked against the framework's answer).
 func TestAccPlanListsDoNotGrowWithResources(t *testing.T) {
 	needCluster(t)
 	p := provider.New("test")()
