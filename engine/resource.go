@@ -56,7 +56,7 @@ func (rc ResourceContext) PackageNames() []string {
 // configured: the kinds workloads read are then listed while Terraform
 // still plans the packages and quotas they depend on, instead of after.
 func (e *Engine) Prefetch() {
-	for _, reads := range [][]view.Resource{resourceContextReads(), readback.PlatformReads(), readback.QuotaReads(),
+	for _, reads := range [][]view.Resource{{platformConfigMaps, packageClasses}, readback.PlatformReads(), readback.QuotaReads(),
 		readback.WorkloadReads(), checks.Reads(), status.Reads()} {
 		e.view.Warm(reads...)
 	}
@@ -65,18 +65,19 @@ func (e *Engine) Prefetch() {
 	e.view.Warm(view.Namespaces, view.ManagedKind("resource.k8s.io", "ResourceClaimTemplate"))
 }
 
-func resourceContextReads() []view.Resource {
-	return []view.Resource{view.ManagedKind("", "ConfigMap"), view.ManagedKind("resource.k8s.io", "DeviceClass")}
-}
+// What LoadResourceContext reads: the platform settings and the packages.
+var (
+	platformConfigMaps = view.ManagedKind("", "ConfigMap")
+	packageClasses     = view.ManagedKind("resource.k8s.io", "DeviceClass")
+)
 
 // LoadResourceContext reads the applied platform settings and packages
 // from the engine's view: every resource of a Terraform run asks, and
 // none of them costs a request.
 func (e *Engine) LoadResourceContext(ctx context.Context) (ResourceContext, error) {
 	var rc ResourceContext
-	reads := resourceContextReads()
-	configMaps, classes := reads[0], reads[1]
-	e.view.Warm(reads...)
+	configMaps, classes := platformConfigMaps, packageClasses
+	e.view.Warm(configMaps, classes)
 	cms, err := e.view.ByIndex(ctx, configMaps, "", view.IndexName, render.PlatformConfigMap)
 	if err != nil && !apierrors.IsForbidden(err) {
 		return rc, fmt.Errorf("read the platform settings (ConfigMaps %s): %w", render.PlatformConfigMap, err)

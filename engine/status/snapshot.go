@@ -30,11 +30,17 @@ type Snapshot struct {
 	pyTorchJobs map[string]*unstructured.Unstructured
 }
 
+// The controllers a workload's status reads.
+var (
+	deployments  = view.ManagedKind("apps", "Deployment")
+	statefulSets = view.ManagedKind("apps", "StatefulSet")
+	jobs         = view.ManagedKind("batch", "Job")
+)
+
 // Reads are the resources Load reads for every workload (a namespace's
 // warning events only for one that lacks pods).
 func Reads() []view.Resource {
-	return []view.Resource{view.Pods, view.ResourceClaims,
-		view.ManagedKind("apps", "Deployment"), view.ManagedKind("apps", "StatefulSet"), view.ManagedKind("batch", "Job")}
+	return []view.Resource{view.Pods, view.ResourceClaims, deployments, statefulSets, jobs}
 }
 
 // Load takes what the workloads' status needs from the engine's view:
@@ -49,7 +55,6 @@ func Load(ctx context.Context, v *view.View, workloads []*spec.Workload) (*Snaps
 	if len(workloads) == 0 {
 		return s, nil
 	}
-	deployments, statefulSets, jobs := view.ManagedKind("apps", "Deployment"), view.ManagedKind("apps", "StatefulSet"), view.ManagedKind("batch", "Job")
 	v.Warm(Reads()...)
 	warned := map[string]bool{}
 	for _, w := range workloads {

@@ -62,10 +62,11 @@ type Usage struct {
 	Resources corev1.ResourceList
 }
 
+var deviceClasses = view.ManagedKind("resource.k8s.io", "DeviceClass")
+
 // Reads are the resources Gather reads.
 func Reads() []view.Resource {
-	return []view.Resource{view.ResourceSlices, view.ResourceClaims, view.ManagedKind("resource.k8s.io", "DeviceClass"),
-		view.ResourceQuotas, view.LimitRanges, view.Pods}
+	return []view.Resource{view.ResourceSlices, view.ResourceClaims, deviceClasses, view.ResourceQuotas, view.LimitRanges, view.Pods}
 }
 
 // Gather reads the facts the checks need for the stack's workloads from
@@ -88,7 +89,7 @@ func Gather(ctx context.Context, v *view.View, s *spec.Stack) (*Facts, error) {
 			f.ComputeCapability[g.Model] = g.ComputeCapability
 		}
 	}
-	objs, err := v.List(ctx, view.ManagedKind("resource.k8s.io", "DeviceClass"))
+	objs, err := v.List(ctx, deviceClasses)
 	if err != nil {
 		return nil, fmt.Errorf("list DeviceClasses: %w", err)
 	}
