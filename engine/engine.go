@@ -63,7 +63,7 @@ func New(cfg *rest.Config, inventoryNamespace string) (*Engine, error) {
 	if inventoryNamespace == "" {
 		inventoryNamespace = inventory.DefaultNamespace
 	}
-	v := view.New(clients.Dynamic)
+	v := view.New(clients.Dynamic, clients.Config)
 	clients.OnWrite(v.Observe)
 	inv := inventory.Store{Client: clients.Typed, Namespace: inventoryNamespace,
 		Reader: func(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {

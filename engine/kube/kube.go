@@ -17,8 +17,11 @@ import (
 
 // Clients are the clients the engine uses, sharing one counted transport.
 type Clients struct {
-	Dynamic  dynamic.Interface
-	Typed    kubernetes.Interface
+	Dynamic dynamic.Interface
+	Typed   kubernetes.Interface
+	// Config is what both are built from, its requests counted too: for
+	// the view's own list and watch clients.
+	Config   *rest.Config
 	Requests *Counter
 	writes   *observers
 }
@@ -50,7 +53,7 @@ func NewClients(cfg *rest.Config) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Clients{Dynamic: dyn, Typed: typed, Requests: counter, writes: writes}, nil
+	return &Clients{Dynamic: dyn, Typed: typed, Config: cfg, Requests: counter, writes: writes}, nil
 }
 
 // Load reads a kubeconfig like kubectl: the given path, else $KUBECONFIG,

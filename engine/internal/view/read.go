@@ -56,8 +56,9 @@ func (v *View) perNamespace(ctx context.Context, res Resource, namespaces []stri
 }
 
 // List returns the objects of res in namespaces (everywhere when none):
-// typed resources as their client-go type, the others unstructured. They
-// are the cache's own: never modify them.
+// as their client-go type when the kind is one client-go knows (always for
+// Typed resources), else unstructured. They are the cache's own: never
+// modify them; As gives a copy of one.
 func (v *View) List(ctx context.Context, res Resource, namespaces ...string) ([]any, error) {
 	parts, err := v.covering(ctx, res, namespaces)
 	if err != nil {
@@ -163,7 +164,7 @@ func (v *View) Live(ctx context.Context, ref objects.Ref) (*unstructured.Unstruc
 		return nil, fmt.Errorf("read %s: %w", ref, err)
 	}
 	if obj != nil {
-		return obj.(*unstructured.Unstructured).DeepCopy(), nil
+		return unstructuredCopy(obj, res)
 	}
 	if kind.Release {
 		return nil, nil // the view holds every one of them
@@ -173,6 +174,24 @@ func (v *View) Live(ctx context.Context, ref objects.Ref) (*unstructured.Unstruc
 		return nil, fmt.Errorf("read %s: %w", ref, err)
 	}
 	return u, nil
+}
+
+// unstructuredCopy is a copy of obj, from the cache of res, as
+// unstructured.
+func unstructuredCopy(obj any, res Resource) (*unstructured.Unstructured, error) {
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		return o.DeepCopy(), nil
+	case runtime.Object:
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return nil, fmt.Errorf("convert %s to unstructured: %w", res, err)
+		}
+		u := &unstructured.Unstructured{Object: m}
+		u.SetGroupVersionKind(res.GVR.GroupVersion().WithKind(res.Kind))
+		return u, nil
+	}
+	return nil, fmt.Errorf("%T in the view of %s; this is a bug in gpuslice", obj, res)
 }
 
 // Typed returns the objects of a typed resource as their type.
@@ -186,13 +205,18 @@ func Typed[T any](objs []any) []*T {
 	return out
 }
 
-// As converts an object of a Managed resource (unstructured) to its
-// client-go type; nil for nil.
+// As returns an object of a Managed resource as its client-go type, a copy
+// the caller may change: of the view's typed object, or converted from its
+// unstructured one (a custom resource, or a view without a config); nil
+// for nil.
 func As[T any](obj any) (*T, error) {
 	if obj == nil {
 		return nil, nil
 	}
 	if t, ok := obj.(*T); ok {
+		if o, ok := any(t).(runtime.Object); ok {
+			return any(o.DeepCopyObject()).(*T), nil // the cache's own stays as it is
+		}
 		return t, nil
 	}
 	u, ok := obj.(*unstructured.Unstructured)

@@ -18,8 +18,10 @@ type Resource struct {
 	Labels, Fields string
 	// PerNamespace: never cluster-wide (events: a busy cluster has many).
 	PerNamespace bool
-	// Typed objects are stored as their client-go type; the others stay
-	// unstructured, as plan compares them.
+	// Typed objects are stored as their client-go type without
+	// managedFields, also when read unstructured (the fake dynamic client
+	// of small tests); the others keep what plan compares, managedFields
+	// too.
 	Typed bool
 }
 

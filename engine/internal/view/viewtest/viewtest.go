@@ -22,7 +22,7 @@ func New(t testing.TB, objs ...runtime.Object) (*view.View, *dynamicfake.FakeDyn
 		us = append(us, Unstructured(t, o))
 	}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), view.ListKinds(), us...)
-	v := view.New(client)
+	v := view.New(client, nil)
 	t.Cleanup(v.Close)
 	return v, client
 }
