@@ -219,7 +219,7 @@ func replicasOwners(t *testing.T, mfs []metav1.ManagedFieldsEntry) string {
 	var out []string
 	for _, mf := range mfs {
 		set := &fieldpath.Set{}
-		if mf.FieldsV1 == nil || set.FromJSON(strings.NewReader(string(mf.FieldsV1.Raw))) != nil {
+		if mf.FieldsV1 == nil || set.FromJSON(mf.FieldsV1.GetRawReader()) != nil {
 			continue
 		}
 		if set.Has(fieldpath.MakePathOrDie("spec", "replicas")) {
