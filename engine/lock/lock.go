@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -166,6 +167,7 @@ func (s Store) Acquire(ctx context.Context, stack string, opts Options) (*Lock, 
 				continue // another writer was faster: look again
 			}
 			if err != nil {
+				s.unwind(stack, mine.ID, err)
 				return nil, s.wrap(stack, "create", err)
 			}
 			return s.hold(stack, mine, created, nil), nil
@@ -182,6 +184,7 @@ func (s Store) Acquire(ctx context.Context, stack string, opts Options) (*Lock, 
 				continue // renewed, released or taken meanwhile: look again
 			}
 			if err != nil {
+				s.unwind(stack, mine.ID, err)
 				return nil, s.wrap(stack, "take over", err)
 			}
 			var prev *Info
@@ -206,6 +209,29 @@ func (s Store) Acquire(ctx context.Context, stack string, opts Options) (*Lock, 
 		case <-time.After(max(pause, 10*time.Millisecond)):
 		}
 	}
+}
+
+// unwind removes the lease Acquire wrote as id when the write's answer
+// never came back (ctx cancelled mid-request, as a provider's is when
+// Terraform is interrupted, or the connection dropped): the API server may
+// have stored it all the same, and the lock would then stay held by nobody
+// for its whole duration, failing the next apply. An error the API server
+// answered with stored nothing.
+func (s Store) unwind(stack, id string, err error) {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	leases := s.Client.CoordinationV1().Leases(s.Namespace)
+	cur, gerr := leases.Get(ctx, Name(stack), metav1.GetOptions{})
+	if gerr != nil || infoOf(cur).ID != id {
+		return
+	}
+	// Conditional, like Release: a lease renewed or taken over since is
+	// not ours; if this fails too, the lease expires by itself.
+	_ = leases.Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cur.UID, ResourceVersion: &cur.ResourceVersion}})
 }
 
 // Holder returns who holds the stack's lock; nil when nobody does (or

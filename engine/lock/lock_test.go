@@ -3,12 +3,19 @@ package lock
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
@@ -166,4 +173,65 @@ func TestForceUnlockFencesTheHolder(t *testing.T) {
 		t.Errorf("releasing a lost lock: %v", err)
 	}
 	acquire(t, s, "force", Options{Operation: "gpuslice apply"})
+}
+
+// lostAnswers lets creates and updates of leases reach the API server,
+// then drops the answer, as a cancelled context or a dropped connection
+// does after the request was sent.
+type lostAnswers struct {
+	next   http.RoundTripper
+	stored *atomic.Int32
+}
+
+func (l lostAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(req)
+	if err != nil || (req.Method != http.MethodPost && req.Method != http.MethodPut) || !strings.Contains(req.URL.Path, "/leases") {
+		return resp, err
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 300 {
+		l.stored.Add(1)
+	}
+	return nil, errors.New("connection reset after the request was sent")
+}
+
+// An Acquire whose write the API server stored but whose answer never came
+// back (Terraform interrupted mid-request cancels the provider's context)
+// leaves no lock behind: the next writer gets it at once, instead of
+// failing until the lease expires, held by nobody.
+func TestAcquireCutOffMidWriteLeavesNoLock(t *testing.T) {
+	c := clustertest.Shared(t)
+	ctx := context.Background()
+	if _, err := c.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gpuslice-system"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	leases := c.Client().CoordinationV1().Leases("gpuslice-system")
+	for _, tc := range []struct{ name, stack string }{{"create", "cut-create"}, {"take over", "cut-takeover"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "take over" {
+				// A lease without a holder is taken over with an update.
+				if _, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: Name(tc.stack)}}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var stored atomic.Int32
+			cfg := rest.CopyConfig(c.RESTConfig())
+			cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return lostAnswers{rt, &stored} })
+			client, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cut := Store{Client: client, Namespace: "gpuslice-system"}
+			if l, err := cut.Acquire(ctx, tc.stack, Options{Operation: "terraform apply"}); err == nil {
+				l.Abandon()
+				t.Fatal("Acquire succeeded without the answer to its write")
+			} else if !strings.Contains(err.Error(), "Error acquiring the state lock: "+tc.name) {
+				t.Errorf("error = %v", err)
+			}
+			if stored.Load() != 1 {
+				t.Fatalf("%d lease writes stored, want the one whose answer was lost", stored.Load())
+			}
+			acquire(t, store(t), tc.stack, Options{Operation: "the next apply"})
+		})
+	}
 }
