@@ -14,7 +14,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -167,7 +166,7 @@ func (s Store) Acquire(ctx context.Context, stack string, opts Options) (*Lock, 
 				continue // another writer was faster: look again
 			}
 			if err != nil {
-				s.unwind(stack, mine.ID, err)
+				s.unwind(stack, mine.ID)
 				return nil, s.wrap(stack, "create", err)
 			}
 			return s.hold(stack, mine, created, nil), nil
@@ -184,7 +183,7 @@ func (s Store) Acquire(ctx context.Context, stack string, opts Options) (*Lock, 
 				continue // renewed, released or taken meanwhile: look again
 			}
 			if err != nil {
-				s.unwind(stack, mine.ID, err)
+				s.unwind(stack, mine.ID)
 				return nil, s.wrap(stack, "take over", err)
 			}
 			var prev *Info
@@ -211,17 +210,13 @@ func (s Store) Acquire(ctx context.Context, stack string, opts Options) (*Lock, 
 	}
 }
 
-// unwind removes the lease Acquire wrote as id when the write's answer
-// never came back (ctx cancelled mid-request, as a provider's is when
-// Terraform is interrupted, or the connection dropped): the API server may
-// have stored it all the same, and the lock would then stay held by nobody
-// for its whole duration, failing the next apply. An error the API server
-// answered with stored nothing.
-func (s Store) unwind(stack, id string, err error) {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		return
-	}
+// unwind removes the lease Acquire wrote as id after the write failed
+// without a clear answer (ctx cancelled mid-request, as a provider's is
+// when Terraform is interrupted, a dropped connection, a server timeout):
+// the API server may have stored it all the same, and the lock would then
+// stay held by nobody for its whole duration, failing the next apply. On
+// the error path only, so it reads back after any error.
+func (s Store) unwind(stack, id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	leases := s.Client.CoordinationV1().Leases(s.Namespace)
