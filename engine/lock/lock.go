@@ -210,12 +210,12 @@ func (s Store) Acquire(ctx context.Context, stack string, opts Options) (*Lock, 
 	}
 }
 
-// unwind removes the lease Acquire wrote as id after the write failed
-// without a clear answer (ctx cancelled mid-request, as a provider's is
-// when Terraform is interrupted, a dropped connection, a server timeout):
-// the API server may have stored it all the same, and the lock would then
-// stay held by nobody for its whole duration, failing the next apply. On
-// the error path only, so it reads back after any error.
+// unwind removes the lease Acquire wrote as id when the write failed: a
+// write whose answer was lost (ctx cancelled mid-request, as a provider's
+// is when Terraform is interrupted, a dropped connection, a server
+// timeout) may be stored all the same, and the lock would then stay held
+// by nobody for its whole duration, failing the next apply. Failures are
+// rare, so it reads back after any of them rather than sort them.
 func (s Store) unwind(stack, id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

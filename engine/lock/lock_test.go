@@ -206,10 +206,12 @@ func TestAcquireCutOffMidWriteLeavesNoLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	leases := c.Client().CoordinationV1().Leases("gpuslice-system")
-	for _, tc := range []struct{ name, stack string }{{"create", "cut-create"}, {"take over", "cut-takeover"}} {
+	for _, tc := range []struct {
+		name, stack string
+		holderless  bool // a lease without a holder is taken over with an update
+	}{{"create", "cut-create", false}, {"take over", "cut-takeover", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.name == "take over" {
-				// A lease without a holder is taken over with an update.
+			if tc.holderless {
 				if _, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: Name(tc.stack)}}, metav1.CreateOptions{}); err != nil {
 					t.Fatal(err)
 				}
