@@ -17,9 +17,39 @@ const (
 	AttrComputeCapability = "computeCapability" // version, e.g. 7.0.0
 	AttrArchitecture      = "architecture"      // string, e.g. "Volta"
 	AttrDriverVersion     = "driverVersion"     // string, e.g. "580.95.05"
-	AttrFraction          = "fraction"          // int, percent of the GPU: 25, 50, 100
+	AttrFraction          = "fraction"          // int, percent of the GPU of a partition: 25, 50, 100; 0 on shared devices
 	AttrCUDADriverVersion = "cudaDriverVersion" // version, CUDA version the driver supports, e.g. 12.4.0
 	AttrPCIBusID          = "pciBusID"          // string, e.g. "00000000:3b:00.0"
+	AttrSharing           = "sharing"           // string, how the device shares its GPU: one of the Sharing* values
+	AttrIsolation         = "isolation"         // string, what holds a tenant to its share: one of the Isolation* values
+)
+
+// How a device shares its GPU: the value of AttrSharing. Every device of
+// one GPU consumes that GPU's counter set, so however a node publishes them
+// the scheduler never places more than the GPU on it: a device allocated
+// several times (AnySize, TimeSliced) charges the counters in full once, at
+// its first share, so a GPU serves one kind of sharing at a time.
+const (
+	// SharingPartition is a fixed fraction of the GPU (AttrFraction), one
+	// allocation at a time: the pre-cut slices.
+	SharingPartition = "partition"
+	// SharingAnySize is the whole GPU as one device allocated many times
+	// (DRA consumable capacity): each claim asks for an amount of
+	// CapacityMemory and CapacityCompute and is held to what it got.
+	SharingAnySize = "any-size"
+	// SharingTimeSliced is the whole GPU given to several claims at once,
+	// each a number of CapacityShares, with no memory limit and no compute
+	// share: the GPU's time slicing alone divides it.
+	SharingTimeSliced = "time-sliced"
+)
+
+// What holds a tenant to its share of a GPU: the value of AttrIsolation.
+const (
+	// IsolationSoftware: the preloaded shim refuses memory past the claim's
+	// budget and paces kernel launches to its compute share.
+	IsolationSoftware = "software"
+	// IsolationNone: nothing; every claim sees and may use the whole GPU.
+	IsolationNone = "none"
 )
 
 // CounterSetPrefix names each GPU's counter set: "gpu-<index>".
@@ -28,14 +58,42 @@ const CounterSetPrefix = "gpu-"
 // DefaultFractions are the slice sizes a node offers unless configured.
 var DefaultFractions = []int{25, 50, 100}
 
+// Whether a node offers every GPU as an any-size and as a time-sliced
+// device unless configured (the node plugin's --any-size and
+// --time-slicing).
+const (
+	DefaultAnySize     = false
+	DefaultTimeSlicing = false
+)
+
 // Capacity and counter names. Each GPU has one CounterSet with both
-// counters; each slice device consumes its fraction of them, so the
-// scheduler never places slices adding up to more than the GPU.
+// counters; each partition consumes its fraction of them, so the scheduler
+// never places slices adding up to more than the GPU.
 const (
 	CapacityMemory  = "memory"  // bytes
 	CapacityCompute = "compute" // percent of the GPU's compute
 	ComputeWhole    = 100
+	// CapacityShares is the time-sliced device's capacity: TimeSliceShares
+	// in all, of which a package of N replicas per GPU asks SharesOf(N).
+	CapacityShares = "shares"
 )
+
+// MemoryStep is the granularity of an any-size device's memory: requests
+// are whole multiples of it (the scheduler rounds any other amount up).
+const MemoryStep = 256 << 20
+
+// TimeSliceShares is what a time-sliced device has in all. It is large so
+// that N requests of SharesOf(N) fit exactly N times for any N up to
+// MaxTimeSliceReplicas (N·(N+1) < TimeSliceShares), and packages of
+// different N can share one GPU.
+const TimeSliceShares = 1_000_000
+
+// MaxTimeSliceReplicas bounds a time-sliced package's replicas per GPU.
+const MaxTimeSliceReplicas = 64
+
+// SharesOf is the CapacityShares one claim of a package of n replicas per
+// GPU asks for.
+func SharesOf(n int) int64 { return TimeSliceShares / int64(n) }
 
 // Labels gpuslice puts on the objects it renders.
 const (

@@ -27,6 +27,7 @@ import (
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/internal/kubeletsim"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
+	"github.com/gpuslice/gpuslice/nodeplugin/publish"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
 )
 
@@ -88,7 +89,7 @@ func TestRBACAndPolicy(t *testing.T) {
 	os.WriteFile(shimLib, []byte("stand-in"), 0o644)
 	p, err := driver.Start(ctx, driver.LocalDirs(driver.Config{SimulatedGPUs: true,
 		NodeName: "node-a", Client: sa, NVML: nvml.Interface(simulate.New(simulate.Spec{Profile: "v100-32gb", Count: 1}, "node-a")),
-		Fractions: contract.DefaultFractions, ShimSource: shimLib,
+		Publish: publish.Options{Fractions: contract.DefaultFractions}, ShimSource: shimLib,
 	}, dir))
 	if err != nil {
 		t.Fatal(err)

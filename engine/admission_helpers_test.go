@@ -115,7 +115,7 @@ func setUpAdmission(tb testing.TB, cl *cluster.Cluster) (*admissionEnv, error) {
 	if err := env.waitEnforced(ctx, admissionTenant, "testdata/admission/hostile"); err != nil {
 		return nil, err
 	}
-	tb.Logf("all six policies enforced %s after the apply returned", time.Since(start).Round(time.Millisecond))
+	tb.Logf("all seven policies enforced %s after the apply returned", time.Since(start).Round(time.Millisecond))
 	return env, nil
 }
 
@@ -130,6 +130,7 @@ func (a *admissionEnv) waitEnforced(ctx context.Context, namespace, dir string) 
 		render.PolicyClaimShape:      "claim-selectors.yaml",
 		render.PolicyClaimGrants:     "claim-class-granted-zero.yaml",
 		render.PolicyClaimWholeGPUs:  "claim-count-two.yaml",
+		render.PolicyClaimCapacity:   "claim-capacity-missing.yaml",
 	}
 	for policy, file := range probes {
 		m, err := readManifest(filepath.Join(dir, file))

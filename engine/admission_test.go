@@ -73,7 +73,7 @@ func TestHandWrittenGoodCorpusIsAdmitted(t *testing.T) {
 // TestPolicyNamesAreStable pins the policy names the tests and the
 // documentation refer to.
 func TestPolicyNamesAreStable(t *testing.T) {
-	for _, name := range []string{render.PolicyRawGPU, render.PolicySliceIsolation, render.PolicyReservedEnvKeys, render.PolicyClaimShape, render.PolicyClaimGrants, render.PolicyClaimWholeGPUs} {
+	for _, name := range []string{render.PolicyRawGPU, render.PolicySliceIsolation, render.PolicyReservedEnvKeys, render.PolicyClaimShape, render.PolicyClaimGrants, render.PolicyClaimWholeGPUs, render.PolicyClaimCapacity} {
 		if !strings.HasPrefix(name, "gpuslice-") {
 			t.Errorf("policy %s does not start with gpuslice-; policyDenial relies on it", name)
 		}

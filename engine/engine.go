@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,6 +52,10 @@ type Engine struct {
 	// the stack's size): nothing changed since the last run can be hidden.
 	Continuous bool
 	view       *view.View
+
+	// whether the API server has DRAConsumableCapacity on (features.go)
+	featureOnce sync.Once
+	consumable  *bool
 }
 
 // New connects to the cluster of cfg. inventoryNamespace holds the stacks'
@@ -122,6 +127,9 @@ func (e *Engine) Check(ctx context.Context, s *spec.Stack) diag.Diagnostics {
 	}
 	if s.UsesPyTorchJob() {
 		facts.PyTorchJob = e.served(render.PyTorchJobAPIVersion, render.PyTorchJobKind)
+	}
+	if s.HasSharedPackages() || usesSharedPackage(s, facts) {
+		facts.ConsumableCapacity = e.consumableCapacity(ctx)
 	}
 	return checks.Run(s, t, facts, "")
 }

@@ -32,13 +32,36 @@ func (r *gpusliceResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 		resp.Diagnostics.AddError("Cannot read the plan", err.Error())
 		return
 	}
+	config, err := tfvalue.ToCty(req.Config.Raw)
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read the configuration", err.Error())
+		return
+	}
 	prior := func() (cty.Value, bool) {
 		v, err := tfvalue.ToCty(req.State.Raw)
 		return v, err == nil && !v.IsNull()
 	}
-	for name, v := range r.planValues(ctx, planned, prior, &resp.Diagnostics) {
+	for name, v := range r.planValues(ctx, inferredFromConfig(planned, config, r.def.Block), prior, &resp.Diagnostics) {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(name), tfvalue.Primitive(v))...)
 	}
+}
+
+// inferredFromConfig is planned with each inferred argument as the
+// configuration sets it: Terraform plans one left out as its value in the
+// state (or unknown), which the engine must infer afresh, not take for
+// the user's (a package's memory from its fraction, after the fraction
+// changed).
+func inferredFromConfig(planned, config cty.Value, b engineschema.Block) cty.Value {
+	if planned.IsNull() || !planned.IsKnown() || config.IsNull() || !config.IsKnown() {
+		return planned
+	}
+	attrs := planned.AsValueMap()
+	for _, a := range b.Attributes {
+		if a.Inferred && config.Type().HasAttribute(a.Name) {
+			attrs[a.Name] = config.GetAttr(a.Name)
+		}
+	}
+	return cty.ObjectVal(attrs)
 }
 
 // planValues is ModifyPlan on the planned value (prior gives the state's,
@@ -158,10 +181,11 @@ func describeChanges(p *plan.Plan) string {
 	return b.String()
 }
 
-// sameArguments reports whether two resource values set the same arguments.
+// sameArguments reports whether two resource values set the same arguments
+// (inferred ones follow from the others).
 func sameArguments(def engineschema.Resource, a, b cty.Value) bool {
 	for _, attr := range def.Attributes {
-		if attr.Computed {
+		if attr.Computed || attr.Inferred {
 			continue
 		}
 		if !a.GetAttr(attr.Name).RawEquals(b.GetAttr(attr.Name)) {

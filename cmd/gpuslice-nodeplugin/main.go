@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
 	"github.com/gpuslice/gpuslice/nodeplugin/publish"
@@ -58,7 +59,9 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server (default: the pod's service account)")
 	f.StringVar(&o.simulate, "simulate", "", "run on simulated GPUs instead of NVML: <profile>:<count>, e.g. v100-32gb:4 (profiles: v100-32gb, v100-pcie-32gb, v100-sxm2-32gb)")
 	f.StringVar(&o.nvmlLibrary, "nvml-library", "libnvidia-ml.so.1", "NVML library to load (a path under a driver container's root, if the driver is not on the host)")
-	f.StringVar(&o.fractions, "fractions", "25,50,100", "slice sizes offered on every GPU, in percent; each must divide 100")
+	f.StringVar(&o.fractions, "fractions", "25,50,100", "partitions offered on every GPU, in percent; each must divide 100; empty offers none")
+	f.BoolVar(&o.cfg.Publish.AnySize, "any-size", contract.DefaultAnySize, "offer every GPU as one any-size device too: claims ask for any memory and compute share of it (DRA consumable capacity)")
+	f.BoolVar(&o.cfg.Publish.TimeSliced, "time-slicing", contract.DefaultTimeSlicing, "offer every GPU as one time-sliced device too: claims share it whole, not isolated (no memory limit, no compute share)")
 	f.StringVar(&o.cfg.PluginDataDir, "plugin-dir", "/var/lib/kubelet/plugins/gpuslice.dev", "directory of the DRA socket the kubelet calls")
 	f.StringVar(&o.cfg.RegistrarDir, "registrar-dir", "/var/lib/kubelet/plugins_registry", "directory where the kubelet discovers plugins")
 	f.StringVar(&o.cfg.CDIDir, "cdi-dir", "/var/run/cdi", "directory the container runtime reads CDI specs from")
@@ -85,7 +88,7 @@ func run(ctx context.Context, o options) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	var err error
-	if o.cfg.Fractions, err = publish.ParseFractions(o.fractions); err != nil {
+	if o.cfg.Publish.Fractions, err = publish.ParseFractions(o.fractions); err != nil {
 		return fmt.Errorf("--fractions: %w", err)
 	}
 	rc, err := restConfig(o.kubeconfig)

@@ -7,9 +7,11 @@
 package capacity
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -17,6 +19,7 @@ import (
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/internal/view"
 	"github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/engine/spec"
 )
 
 // Counts are slices of one package.
@@ -29,11 +32,15 @@ type Counts struct {
 	Free int64 `json:"free"`
 }
 
-// Package is one package's slices across the cluster and per node.
+// Package is one package's slices across the cluster and per node. For
+// an any-size or time-sliced package, published is how many of its slices
+// the GPUs could hold were they empty.
 type Package struct {
 	Name     string `json:"name"`
 	GPUModel string `json:"gpu_model"`
 	Fraction int    `json:"fraction"`
+	// Sharing is the package's kind: partition, any-size or time-sliced.
+	Sharing string `json:"sharing"`
 	Counts
 	Nodes []NodeCounts `json:"nodes"`
 }
@@ -56,14 +63,26 @@ type GPU struct {
 	MemoryBytes       int64  `json:"memory_bytes"`
 }
 
-// device is one published slice.
+// device is one published device: a partition, or a shared (any-size or
+// time-sliced) device allocated once per share.
 type device struct {
 	pool, name, node string
 	model            string
 	fraction         int64
-	gpu              string // the counter set it consumes: one per GPU
-	consumes         map[string]resource.Quantity
+	sharing          string                       // contract.Sharing*; partition for older plugins' devices
+	gpu              string                       // the counter set it consumes: one per GPU
+	consumes         map[string]resource.Quantity // of the counters: once, at a shared device's first share
+	capacity         map[string]int64             // what a shared device's shares divide
 	allocated        bool
+	multiple         bool // allowMultipleAllocations as the API server kept it
+	// shares are a shared device's allocations: consumed capacity and the
+	// class of the request that got it.
+	shares []share
+}
+
+type share struct {
+	class    string
+	consumed map[string]int64
 }
 
 // Snapshot is the published and allocated devices, read once.
@@ -105,7 +124,12 @@ func Load(ctx context.Context, v *view.View) (*Snapshot, error) {
 			s.counters[pool+"/"+cs.Name] = total
 		}
 		for _, d := range sl.Spec.Devices {
-			dev := &device{pool: pool, name: d.Name, node: node, model: str(d.Attributes[contract.AttrModel]), fraction: num(d.Attributes[contract.AttrFraction])}
+			dev := &device{pool: pool, name: d.Name, node: node, model: str(d.Attributes[contract.AttrModel]), fraction: num(d.Attributes[contract.AttrFraction]),
+				sharing: cmp.Or(str(d.Attributes[contract.AttrSharing]), contract.SharingPartition), capacity: map[string]int64{},
+				multiple: d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations}
+			for name, c := range d.Capacity {
+				dev.capacity[string(name)] = c.Value.Value()
+			}
 			if len(d.ConsumesCounters) > 0 {
 				dev.gpu = pool + "/" + d.ConsumesCounters[0].CounterSet
 				dev.consumes = map[string]resource.Quantity{}
@@ -127,8 +151,17 @@ func Load(ctx context.Context, v *view.View) (*Snapshot, error) {
 			continue
 		}
 		for _, r := range claim.Status.Allocation.Devices.Results {
-			if d, ok := byKey[r.Pool+"/"+r.Device]; ok && r.Driver == contract.DriverName {
-				d.allocated = true
+			d, ok := byKey[r.Pool+"/"+r.Device]
+			if !ok || r.Driver != contract.DriverName {
+				continue
+			}
+			d.allocated = true
+			if d.sharing != contract.SharingPartition {
+				sh := share{class: requestClass(claim, r.Request), consumed: map[string]int64{}}
+				for name, q := range r.ConsumedCapacity {
+					sh.consumed[string(name)] = q.Value()
+				}
+				d.shares = append(d.shares, sh)
 			}
 		}
 	}
@@ -164,14 +197,46 @@ func (s *Snapshot) addGPU(gpus map[string]*GPU, node, key string, d resourcev1.D
 	}
 }
 
+// Device is one published device, as the plan-time checks see it.
+type Device struct {
+	Node, Name, Model string
+	// Sharing is contract.Sharing*; a partition for devices of plugins
+	// older than sharing.
+	Sharing string
+	// MultipleAllocations is allowMultipleAllocations as the API server
+	// kept it: a shared device without it was stripped of it (the
+	// DRAConsumableCapacity feature is off).
+	MultipleAllocations bool
+}
+
+// Devices lists every published device.
+func (s *Snapshot) Devices() []Device {
+	out := make([]Device, 0, len(s.devices))
+	for _, d := range s.devices {
+		out = append(out, Device{Node: d.node, Name: d.name, Model: d.model, Sharing: d.sharing, MultipleAllocations: d.multiple})
+	}
+	return out
+}
+
 // GPUs lists the GPUs, by node and index.
 func (s *Snapshot) GPUs() []GPU { return s.gpus }
 
-// Package counts the slices a package (GPU model and fraction) selects.
-func (s *Snapshot) Package(name, model string, fraction int) Package {
-	p := Package{Name: name, GPUModel: model, Fraction: fraction}
-	nodes := map[string]*NodeCounts{}
-	// What each GPU has left after its allocated slices.
+// requestClass is the device class of a claim's request (a request name,
+// or <request>/<subrequest>).
+func requestClass(claim *resourcev1.ResourceClaim, request string) string {
+	name, _, _ := strings.Cut(request, "/")
+	for _, r := range claim.Spec.Devices.Requests {
+		if r.Name == name && r.Exactly != nil {
+			return r.Exactly.DeviceClassName
+		}
+	}
+	return ""
+}
+
+// left is what each GPU's counters have left after what is allocated on
+// it: each partition's consumption, and a shared device's in full once
+// while any share of it lives.
+func (s *Snapshot) left() map[string]map[string]resource.Quantity {
 	left := map[string]map[string]resource.Quantity{}
 	for key, total := range s.counters {
 		l := map[string]resource.Quantity{}
@@ -189,40 +254,89 @@ func (s *Snapshot) Package(name, model string, fraction int) Package {
 			}
 		}
 	}
-	unallocated := map[string]int64{} // per GPU, of this package
-	perGPU := map[string]*device{}
-	for _, d := range s.devices {
-		if d.model != model || d.fraction != int64(fraction) {
-			continue
-		}
-		nc := nodes[d.node]
-		if nc == nil {
-			nc = &NodeCounts{Node: d.node}
-			nodes[d.node] = nc
-		}
-		nc.Published++
-		if d.allocated {
-			nc.Allocated++
-			continue
-		}
-		unallocated[d.gpu]++
-		perGPU[d.gpu] = d
+	return left
+}
+
+// fits is how many times the counters left hold what d consumes, at most
+// n (no counters: n).
+func fits(d *device, left map[string]map[string]resource.Quantity, n int64) int64 {
+	if d.gpu == "" {
+		return n
 	}
-	for gpu, n := range unallocated {
-		d := perGPU[gpu]
-		free := n
-		if gpu != "" {
-			for name, q := range d.consumes {
-				if q.IsZero() {
-					continue
+	for name, q := range d.consumes {
+		if q.IsZero() {
+			continue
+		}
+		l := left[d.gpu][name]
+		if fit := l.Value() / q.Value(); fit < n {
+			n = max(fit, 0)
+		}
+	}
+	return n
+}
+
+// Package counts the slices of a package (of a fraction: the devices its
+// class selects; any-size or time-sliced: the slices its GPUs' shared
+// devices can give).
+func (s *Snapshot) Package(pkg *spec.Package) Package {
+	p := Package{Name: pkg.Name, GPUModel: pkg.GPUModel, Fraction: pkg.Fraction, Sharing: pkg.Kind()}
+	nodes := map[string]*NodeCounts{}
+	node := func(name string) *NodeCounts {
+		nc := nodes[name]
+		if nc == nil {
+			nc = &NodeCounts{Node: name}
+			nodes[name] = nc
+		}
+		return nc
+	}
+	left := s.left()
+	if p.Sharing == contract.SharingPartition {
+		unallocated := map[string]int64{} // per GPU, of this package
+		perGPU := map[string]*device{}
+		for _, d := range s.devices {
+			if d.model != pkg.GPUModel || d.sharing != contract.SharingPartition || d.fraction != int64(pkg.Fraction) {
+				continue
+			}
+			nc := node(d.node)
+			nc.Published++
+			if d.allocated {
+				nc.Allocated++
+				continue
+			}
+			unallocated[d.gpu]++
+			perGPU[d.gpu] = d
+		}
+		for gpu, n := range unallocated {
+			d := perGPU[gpu]
+			nodes[d.node].Free += fits(d, left, n)
+		}
+	} else {
+		want := map[string]int64{}
+		for name, q := range render.CapacityRequests(pkg) {
+			want[string(name)] = q.Value()
+		}
+		for _, d := range s.devices {
+			if d.model != pkg.GPUModel || d.sharing != p.Sharing || len(want) == 0 {
+				continue
+			}
+			nc := node(d.node)
+			used := map[string]int64{}
+			for _, sh := range d.shares {
+				for name, v := range sh.consumed {
+					used[name] += v
 				}
-				l := left[gpu][name]
-				if fit := l.Value() / q.Value(); fit < free {
-					free = max(fit, 0)
+				if sh.class == pkg.Name {
+					nc.Allocated++
 				}
 			}
+			nc.Published += slicesIn(d.capacity, map[string]int64{}, want)
+			free := slicesIn(d.capacity, used, want)
+			if len(d.shares) == 0 {
+				// its first share charges the GPU's counters in full
+				free = fits(d, left, free)
+			}
+			nc.Free += free
 		}
-		nodes[d.node].Free += free
 	}
 	for _, nc := range nodes {
 		p.Nodes = append(p.Nodes, *nc)
@@ -232,6 +346,22 @@ func (s *Snapshot) Package(name, model string, fraction int) Package {
 	}
 	sort.Slice(p.Nodes, func(i, j int) bool { return p.Nodes[i].Node < p.Nodes[j].Node })
 	return p
+}
+
+// slicesIn is how many slices of want fit what is left of capacity after
+// used.
+func slicesIn(capacity, used, want map[string]int64) int64 {
+	n := int64(-1)
+	for name, w := range want {
+		if w <= 0 {
+			continue
+		}
+		k := max((capacity[name]-used[name])/w, 0)
+		if n < 0 || k < n {
+			n = k
+		}
+	}
+	return max(n, 0)
 }
 
 // Packages counts the slices of every package applied to the cluster
@@ -251,7 +381,7 @@ func (s *Snapshot) Packages(ctx context.Context, v *view.View) ([]Package, error
 			continue
 		}
 		if p, err := render.PackageOf(dc); err == nil {
-			out = append(out, s.Package(p.Name, p.GPUModel, p.Fraction))
+			out = append(out, s.Package(p))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -67,6 +67,13 @@ func NodePluginValues(p *spec.Platform) map[string]any {
 		"nodeSelector":  replacing("nodeSelector", np.NodeSelector),
 		"env":           stringMap(np.Env),
 	}
+	// Left out, the plugin's default; set, only then a flag (an image older
+	// than the flag is not handed one it does not know).
+	for key, on := range map[string]*bool{"anySize": p.AnySize, "timeSlicing": p.TimeSlicing} {
+		if on != nil {
+			values[key] = strconv.FormatBool(*on)
+		}
+	}
 	if len(np.Tolerations) > 0 {
 		var tolerations []any
 		for _, t := range np.Tolerations {

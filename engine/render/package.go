@@ -12,33 +12,96 @@ import (
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
 
-// Annotations on a package's DeviceClass, so people and plan-time checks
-// can read the slice size without the configuration.
+// Annotations on a package's DeviceClass, so people, plan-time checks and
+// the admission policies can read the slice size without the
+// configuration. A fraction package's class carries the first three only,
+// as it always has.
 const (
 	AnnotationGPUModel = "gpuslice.dev/gpu-model"
 	AnnotationMemory   = "gpuslice.dev/memory"
 	AnnotationFraction = "gpuslice.dev/fraction"
+	// AnnotationSharing is contract.SharingAnySize or SharingTimeSliced.
+	AnnotationSharing      = "gpuslice.dev/sharing"
+	AnnotationComputeShare = "gpuslice.dev/compute-share"
+	AnnotationReplicas     = "gpuslice.dev/replicas"
+	// AnnotationShares is what each claim of a time-sliced package asks of
+	// its GPU's time-sliced device (the admission policy compares).
+	AnnotationShares = "gpuslice.dev/shares"
 )
 
-// Selector is the CEL expression of a package's DeviceClass: it pins the
-// driver, the GPU model and the slice fraction, and nothing else.
+// Selector is the CEL expression of a fraction package's DeviceClass: it
+// pins the driver, the GPU model and the slice fraction, and nothing else.
 func Selector(model string, fraction int) string {
 	attrs := fmt.Sprintf("device.attributes[%q]", contract.DriverName)
 	return fmt.Sprintf("device.driver == %q && %s.%s == %q && %s.%s == %d",
 		contract.DriverName, attrs, contract.AttrModel, model, attrs, contract.AttrFraction, fraction)
 }
 
+// SharedSelector is the CEL expression of an any-size or time-sliced
+// package's DeviceClass: the driver, the GPU model and the GPU's device of
+// that sharing. Devices of node plugins older than sharing lack the
+// attribute; has() keeps them a mismatch rather than an error that would
+// fail the whole allocation.
+func SharedSelector(model, sharing string) string {
+	attrs := fmt.Sprintf("device.attributes[%q]", contract.DriverName)
+	return fmt.Sprintf("device.driver == %q && %s.%s == %q && has(%s.%s) && %s.%s == %q",
+		contract.DriverName, attrs, contract.AttrModel, model, attrs, contract.AttrSharing, attrs, contract.AttrSharing, sharing)
+}
+
+// PackageSelector is the CEL expression of the package's DeviceClass.
+func PackageSelector(p *spec.Package) string {
+	if p.Kind() == contract.SharingPartition {
+		return Selector(p.GPUModel, p.Fraction)
+	}
+	return SharedSelector(p.GPUModel, p.Kind())
+}
+
+// CapacityRequests is what each claim of the package asks of the device it
+// gets: an any-size slice's memory and compute, a time-sliced slice's
+// shares; nothing for a fraction, whose device is its size.
+func CapacityRequests(p *spec.Package) map[resourcev1.QualifiedName]resource.Quantity {
+	if p == nil {
+		return nil // a package the stack does not know: validation says so
+	}
+	switch p.Kind() {
+	case contract.SharingAnySize:
+		return map[resourcev1.QualifiedName]resource.Quantity{
+			contract.CapacityMemory:  *resource.NewQuantity(p.MemoryBytes, resource.BinarySI),
+			contract.CapacityCompute: *resource.NewQuantity(int64(p.ComputeShare), resource.DecimalSI),
+		}
+	case contract.SharingTimeSliced:
+		return map[resourcev1.QualifiedName]resource.Quantity{
+			contract.CapacityShares: *resource.NewQuantity(p.Shares(), resource.DecimalSI),
+		}
+	}
+	return nil
+}
+
 func (r renderer) pkg(p *spec.Package) ([]objects.Object, error) {
-	meta := r.meta(p.Address, "", p.Name, map[string]string{contract.LabelPackage: p.Name, LabelFraction: strconv.Itoa(p.Fraction)})
+	labels := map[string]string{contract.LabelPackage: p.Name}
+	if p.Kind() == contract.SharingPartition {
+		labels[LabelFraction] = strconv.Itoa(p.Fraction)
+	}
+	meta := r.meta(p.Address, "", p.Name, labels)
 	meta.Annotations[AnnotationGPUModel] = p.GPUModel
-	meta.Annotations[AnnotationFraction] = strconv.Itoa(p.Fraction)
+	switch p.Kind() {
+	case contract.SharingPartition:
+		meta.Annotations[AnnotationFraction] = strconv.Itoa(p.Fraction)
+	case contract.SharingAnySize:
+		meta.Annotations[AnnotationSharing] = contract.SharingAnySize
+		meta.Annotations[AnnotationComputeShare] = strconv.Itoa(p.ComputeShare)
+	case contract.SharingTimeSliced:
+		meta.Annotations[AnnotationSharing] = contract.SharingTimeSliced
+		meta.Annotations[AnnotationReplicas] = strconv.Itoa(p.Replicas)
+		meta.Annotations[AnnotationShares] = strconv.FormatInt(p.Shares(), 10)
+	}
 	if p.Memory != "" {
 		meta.Annotations[AnnotationMemory] = p.Memory
 	}
 	dc := &resourcev1.DeviceClass{
 		ObjectMeta: meta,
 		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
-			CEL: &resourcev1.CELDeviceSelector{Expression: Selector(p.GPUModel, p.Fraction)},
+			CEL: &resourcev1.CELDeviceSelector{Expression: PackageSelector(p)},
 		}}},
 	}
 	if p.ExtendedResourceName != "" {
@@ -52,12 +115,35 @@ func (r renderer) pkg(p *spec.Package) ([]objects.Object, error) {
 }
 
 // PackageOf reads a package back from the DeviceClass pkg rendered: its
-// name, GPU model, fraction, slice memory and extended resource name.
+// name, GPU model, kind and size, and extended resource name.
 func PackageOf(dc *resourcev1.DeviceClass) (*spec.Package, error) {
 	p := &spec.Package{Name: dc.Name, GPUModel: dc.Annotations[AnnotationGPUModel], Memory: dc.Annotations[AnnotationMemory]}
+	number := func(key string) (int, error) {
+		n, err := strconv.Atoi(dc.Annotations[key])
+		if err != nil {
+			return 0, fmt.Errorf("DeviceClass %s: annotation %s is %q, not a number; apply the package again", dc.Name, key, dc.Annotations[key])
+		}
+		return n, nil
+	}
 	var err error
-	if p.Fraction, err = strconv.Atoi(dc.Annotations[AnnotationFraction]); err != nil {
-		return nil, fmt.Errorf("DeviceClass %s: annotation %s is %q, not a number; apply the package again", dc.Name, AnnotationFraction, dc.Annotations[AnnotationFraction])
+	switch dc.Annotations[AnnotationSharing] {
+	case "":
+		if p.Fraction, err = number(AnnotationFraction); err != nil {
+			return nil, err
+		}
+		p.ComputeShare = p.Fraction
+	case contract.SharingAnySize:
+		if p.ComputeShare, err = number(AnnotationComputeShare); err != nil {
+			return nil, err
+		}
+	case contract.SharingTimeSliced:
+		p.Sharing = spec.SharingTimeSliced
+		if p.Replicas, err = number(AnnotationReplicas); err != nil {
+			return nil, err
+		}
+		p.ComputeShare = contract.ComputeWhole
+	default:
+		return nil, fmt.Errorf("DeviceClass %s: annotation %s is %q, which this gpuslice does not know; upgrade gpuslice or apply the package again", dc.Name, AnnotationSharing, dc.Annotations[AnnotationSharing])
 	}
 	if q, err := resource.ParseQuantity(p.Memory); err == nil {
 		p.MemoryBytes = q.Value()

@@ -35,8 +35,16 @@ func (r renderer) platform(p *spec.Platform) ([]objects.Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	data := cm.Obj.Object["data"].(map[string]any)
 	if p.ForceDestroy {
-		cm.Obj.Object["data"].(map[string]any)["forceDestroy"] = "true"
+		data["forceDestroy"] = "true"
+	}
+	// only when set: a platform that leaves them to the node plugin keeps
+	// the ConfigMap it had before they existed
+	for key, on := range map[string]*bool{"anySize": p.AnySize, "timeSlicing": p.TimeSlicing} {
+		if on != nil {
+			data[key] = strconv.FormatBool(*on)
+		}
 	}
 	role, err := r.tenantClusterRole(p)
 	if err != nil {
@@ -67,6 +75,18 @@ func (r renderer) platform(p *spec.Platform) ([]objects.Object, error) {
 func PlatformOf(cm *corev1.ConfigMap) (*spec.Platform, error) {
 	p := &spec.Platform{Namespace: cm.Namespace, TenantLabel: cm.Data["tenantLabel"], AdmissionPolicies: cm.Data["admissionPolicies"] == "true",
 		ForceDestroy: cm.Data["forceDestroy"] == "true"}
+	for key, to := range map[string]**bool{"anySize": &p.AnySize, "timeSlicing": &p.TimeSlicing} {
+		if v, ok := cm.Data[key]; ok {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, fmt.Errorf("platform settings ConfigMap %s/%s: %s is %q, not true or false; fix or delete the ConfigMap and apply the gpuslice_platform again", cm.Namespace, cm.Name, key, v)
+			}
+			*to = &b
+		}
+	}
+	if strings.TrimSpace(cm.Data["fractions"]) == "" {
+		return p, nil // no partitions
+	}
 	for _, f := range strings.Split(cm.Data["fractions"], ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil {

@@ -39,9 +39,13 @@ func TestPlatformOfRoundTrip(t *testing.T) {
 }
 
 // A fraction that is not a number is an error naming the ConfigMap and the
-// value, never dropped.
+// value, never dropped; an empty list is no partitions.
 func TestPlatformOfBadFraction(t *testing.T) {
-	for _, fractions := range []string{"25,half,100", ""} {
+	cm := &corev1.ConfigMap{Data: map[string]string{"fractions": "", "tenantLabel": "gpuslice.dev/tenant", "anySize": "true"}}
+	if p, err := render.PlatformOf(cm); err != nil || len(p.Fractions) != 0 || p.AnySize == nil || !*p.AnySize {
+		t.Errorf("no fractions, any size: got %+v, %v", p, err)
+	}
+	for _, fractions := range []string{"25,half,100", "25,,50"} {
 		cm := &corev1.ConfigMap{Data: map[string]string{"fractions": fractions, "tenantLabel": "gpuslice.dev/tenant"}}
 		cm.Namespace, cm.Name = "gs", render.PlatformConfigMap
 		p, err := render.PlatformOf(cm)

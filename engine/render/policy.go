@@ -26,6 +26,7 @@ const (
 	PolicyClaimShape      = "gpuslice-claim-shape"
 	PolicyClaimGrants     = "gpuslice-claim-grants"
 	PolicyClaimWholeGPUs  = "gpuslice-claim-whole-gpus"
+	// PolicyClaimCapacity is in policy_capacity.go.
 )
 
 // policy is one ValidatingAdmissionPolicy with how it is bound.
@@ -44,10 +45,11 @@ func (r renderer) policies(p *spec.Platform) ([]objects.Object, error) {
 		PolicyClaimShape:      claimShapePolicy(),
 		PolicyClaimGrants:     claimGrantsPolicy(),
 		PolicyClaimWholeGPUs:  claimWholeGPUsPolicy(),
+		PolicyClaimCapacity:   claimCapacityPolicy(),
 	}
 	tenants := &metav1.LabelSelector{MatchLabels: map[string]string{r.tenantLabel(): "true"}}
 	var out []objects.Object
-	for _, name := range []string{PolicyRawGPU, PolicySliceIsolation, PolicyReservedEnvKeys, PolicyClaimShape, PolicyClaimGrants, PolicyClaimWholeGPUs} {
+	for _, name := range []string{PolicyRawGPU, PolicySliceIsolation, PolicyReservedEnvKeys, PolicyClaimShape, PolicyClaimGrants, PolicyClaimWholeGPUs, PolicyClaimCapacity} {
 		pol := all[name]
 		// A policy that cannot be evaluated denies: an escape must never
 		// pass because an expression failed.

@@ -48,12 +48,12 @@ func requestField(field, bad string) string {
 }
 
 // documentedShape is how a claim template looks when the engine renders it.
-const documentedShape = `exactly { deviceClassName: <package>, count: 1 (a whole-GPU package: up to the namespace grant) } with the label ` + contract.LabelPackage + `: <package>`
+const documentedShape = `exactly { deviceClassName: <package>, count: 1 (a whole-GPU package: up to the namespace grant), capacity: exactly the package amounts (any-size and time-sliced packages only) } with the label ` + contract.LabelPackage + `: <package>`
 
 // claimShapePolicy admits only the documented claim shape: one request,
 // exactly some devices of a class (how many: claimWholeGPUsPolicy and the
-// grants policy), nothing that widens or reconfigures what
-// the class selects. Claim specs are immutable, so updates are checked only
+// grants policy; which capacity: claimCapacityPolicy), nothing that widens
+// or reconfigures what the class selects. Claim specs are immutable, so updates are checked only
 // when they change labels (the resourceclaim controller's finalizer updates
 // must never be refused).
 func claimShapePolicy() policy {
@@ -77,7 +77,6 @@ func claimShapePolicy() policy {
 					`alternatives are not part of a gpuslice claim; request one package: `+documentedShape+`'`),
 			shape("selectors", `has(e.selectors)`, `the package's DeviceClass already selects the GPU model and slice size; remove the selectors, or use another package`),
 			shape("adminAccess", `e.?adminAccess.orValue(false)`, `admin access reaches devices in use by other tenants; remove adminAccess`),
-			shape("capacity", `has(e.capacity)`, `a slice's memory and compute are fixed by its package; remove capacity and pick a package of the size you need`),
 			shape("allocationMode", `e.?allocationMode.orValue('ExactCount') != 'ExactCount'`, `allocationMode All would take every matching slice; remove allocationMode`),
 			shape("tolerations", `has(e.tolerations)`, `tolerations would place the claim on slices taken out of service; remove tolerations`),
 			deny(`!has(variables.devices.config)`,

@@ -36,11 +36,32 @@ const ClaimName = "gpu"
 // deleting the one running pods came from.
 // A pod's device count is part of it for the same reason; one device keeps
 // the name it always had, so existing stacks do not replace their template.
-func ClaimTemplateName(w *spec.Workload) string {
+// An any-size or time-sliced package's amounts are part of it too (a short
+// hash of them): a change of the package's size makes a new template.
+func ClaimTemplateName(w *spec.Workload, pkg *spec.Package) string {
+	name := w.Name + "-" + w.Package
 	if n := w.DevicesPerPod(); n > 1 {
-		return fmt.Sprintf("%s-%s-x%d", w.Name, w.Package, n)
+		name = fmt.Sprintf("%s-x%d", name, n)
 	}
-	return w.Name + "-" + w.Package
+	if requests := CapacityRequests(pkg); len(requests) > 0 {
+		h := sha256.New()
+		for _, k := range slices.Sorted(maps.Keys(requests)) {
+			q := requests[k]
+			fmt.Fprintf(h, "%s=%s\n", k, q.String())
+		}
+		name += "-" + hex.EncodeToString(h.Sum(nil))[:6]
+	}
+	return name
+}
+
+// packageOf is the stack's package named name, nil when the stack lacks it.
+func (r renderer) packageOf(name string) *spec.Package {
+	for _, p := range r.stack.Packages {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
 }
 
 // VolumeName names a workload's model volume (per replica for a
@@ -77,15 +98,17 @@ func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
 	workloadLabels := map[string]string{"app.kubernetes.io/name": w.Name, objects.LabelWorkload: w.Name}
 	claimLabels := map[string]string{objects.LabelWorkload: w.Name, contract.LabelPackage: w.Package}
 
+	pkg := r.packageOf(w.Package)
+	exactly := &resourcev1.ExactDeviceRequest{DeviceClassName: w.Package, Count: int64(w.DevicesPerPod())}
+	if requests := CapacityRequests(pkg); len(requests) > 0 {
+		exactly.Capacity = &resourcev1.CapacityRequirements{Requests: requests}
+	}
 	rct := &resourcev1.ResourceClaimTemplate{
-		ObjectMeta: r.meta(w.Address, w.Namespace, ClaimTemplateName(w), claimLabels),
+		ObjectMeta: r.meta(w.Address, w.Namespace, ClaimTemplateName(w, pkg), claimLabels),
 		Spec: resourcev1.ResourceClaimTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: claimLabels},
 			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-				Requests: []resourcev1.DeviceRequest{{
-					Name:    ClaimName,
-					Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: w.Package, Count: int64(w.DevicesPerPod())},
-				}},
+				Requests: []resourcev1.DeviceRequest{{Name: ClaimName, Exactly: exactly}},
 			}},
 		},
 	}
@@ -258,7 +281,7 @@ func (r renderer) podSpec(w *spec.Workload) corev1.PodSpec {
 		// such as Ollama misread as their own settings.
 		EnableServiceLinks: ptr.To(false),
 		ResourceClaims: []corev1.PodResourceClaim{{
-			Name: ClaimName, ResourceClaimTemplateName: ptr.To(ClaimTemplateName(w)),
+			Name: ClaimName, ResourceClaimTemplateName: ptr.To(ClaimTemplateName(w, r.packageOf(w.Package))),
 		}},
 	}
 	if w.ModelVolume != nil {

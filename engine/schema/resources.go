@@ -1,6 +1,12 @@
 package schema
 
-import "github.com/zclconf/go-cty/cty"
+import (
+	"fmt"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/gpuslice/gpuslice/contract"
+)
 
 // Platform is the gpuslice_platform resource.
 var Platform = Resource{
@@ -13,7 +19,10 @@ var Platform = Resource{
 		forceNew(strDefault("namespace", "gpuslice-system", "Namespace holding the platform's own objects (its settings and, once installed, the node plugin). Created when missing.")),
 		strDefault("tenant_label", "gpuslice.dev/tenant", "Label key marking tenant namespaces. Every gpuslice_quota labels its namespace `<tenant_label>=true`; admission policies apply to those namespaces only."),
 		{Name: "fractions", Type: cty.List(cty.Number), Default: cty.ListVal([]cty.Value{cty.NumberIntVal(25), cty.NumberIntVal(50), cty.NumberIntVal(100)}),
-			Description: "GPU fractions, in percent, that the node plugins offer as slices. A package's fraction must be one of them; each must divide 100."},
+			Description: "GPU fractions, in percent, that the node plugins pre-cut every GPU into. A package's fraction must be one of them; each must divide 100. An empty list pre-cuts none (only any-size or time-sliced packages then)."},
+		{Name: "any_size", Type: cty.Bool, Description: "Whether the node plugins offer every GPU as one any-size device too, which any-size packages cut slices of (DRA consumable capacity). Left out: the node plugin's default (" + onOff(contract.DefaultAnySize) + "). " +
+			"A GPU serves one kind at a time: while a slice of one kind (fraction, any-size, time-sliced) is allocated on it, slices of the other kinds go to other GPUs."},
+		{Name: "time_slicing", Type: cty.Bool, Description: "Whether the node plugins offer every GPU as one time-sliced device too, which time-sliced packages share. Left out: the node plugin's default (" + onOff(contract.DefaultTimeSlicing) + ")."},
 		{Name: "admission_policies", Type: cty.Bool, Default: cty.True,
 			Description: "Install the ValidatingAdmissionPolicies that admit only the documented claim shape in tenant namespaces."},
 		{Name: "force_destroy", Type: cty.Bool, Default: cty.False,
@@ -48,19 +57,24 @@ var Platform = Resource{
 
 // Package is the gpuslice_package resource.
 var Package = Resource{
-	Type:        "gpuslice_package",
-	Description: "A GPU package: a fixed fraction of one GPU model (for example 25 % of a Tesla V100-PCIE-32GB = 8 GiB). Rendered as one DeviceClass whose CEL selector pins driver, model and fraction.",
-	ImportID:    "<name>, the DeviceClass name",
-	Identity:    []string{"name"},
+	Type: "gpuslice_package",
+	Description: "A GPU package: what one slice of a GPU model is. Three kinds: a fixed `fraction` of the GPU (for example 25 % of a Tesla V100-PCIE-32GB = 8 GiB), pre-cut on every GPU; " +
+		"any size, by `memory` and `compute_share` (for example 6 GiB and 20 %), cut from the GPU when a pod claims it (DRA consumable capacity); or `sharing = \"time-sliced\"` with `replicas` per GPU, which shares whole GPUs without isolation. " +
+		"The memory of fraction and any-size slices is a hard limit (an allocation past it fails, `nvidia-smi` shows the slice), their compute a share the shim paces kernel launches to; " +
+		"a time-sliced slice sees and may use the whole GPU: nothing is enforced. Rendered as one DeviceClass whose CEL selector pins the driver, the model and the kind.",
+	ImportID: "<name>, the DeviceClass name",
+	Identity: []string{"name"},
 	Block: Block{Attributes: []Attribute{
 		computed(str("id", "The DeviceClass name.")),
 		forceNew(required(str("name", "Package name; becomes the DeviceClass name (lowercase letters, digits and '-', e.g. v100-8gi)."))),
 		required(str("gpu_model", "GPU model exactly as NVML reports it, e.g. `Tesla V100-PCIE-32GB`.")),
-		{Name: "fraction", Type: cty.Number, Required: true, Description: "Percent of the GPU one slice gets: one of the platform's fractions (25, 50, 100 by default). Memory is a hard limit; compute a cooperative share."},
+		{Name: "fraction", Type: cty.Number, Description: "Percent of the GPU one slice gets, pre-cut on every GPU: one of the platform's fractions (25, 50, 100 by default). Leave it out for an any-size or time-sliced package."},
+		inferred(str("memory", "GPU memory of one slice, a hard limit, e.g. `6Gi`. Set it (with or without `compute_share`) for an any-size package: a whole number of 256 MiB steps, at most the GPU's memory. Left out: the fraction's share of the GPU's memory, or the compute share's (rounded down to 256 MiB), or the whole GPU for a time-sliced package.")),
+		inferred(Attribute{Name: "compute_share", Type: cty.Number, Description: "Percent of the GPU's compute one slice gets, 1 to 100, a share the shim paces kernel launches to. Set it (with or without `memory`) for an any-size package. Left out: the fraction, or memory's share of the GPU rounded to a whole percent (at least 1), or 100 for a time-sliced package (which nothing paces)."}),
+		oneOf(str("sharing", "`time-sliced`: `replicas` pods share each GPU whole, each seeing all its memory, with no memory limit and no compute share, like NVIDIA's time-slicing. Not isolated: one pod can take the memory or time the others need, and plans say so. Leave it out for isolated slices (a fraction, or any size), held to their memory and compute."), "time-sliced"),
+		{Name: "replicas", Type: cty.Number, Description: fmt.Sprintf("With `sharing = \"time-sliced\"`: how many slices share one GPU, 2 to %d.", contract.MaxTimeSliceReplicas)},
 		str("extended_resource_name", "Optional extended resource name (e.g. `gpuslice.dev/v100-8gi`) so pods can request the package as `resources.limits` instead of a claim."),
-		computed(Attribute{Name: "memory_bytes", Type: cty.Number, Description: "GPU memory of one slice in bytes."}),
-		computed(str("memory", "GPU memory of one slice, e.g. `8Gi`.")),
-		computed(Attribute{Name: "compute_share", Type: cty.Number, Description: "Compute share of one slice in percent."}),
+		computed(Attribute{Name: "memory_bytes", Type: cty.Number, Description: "GPU memory of one slice in bytes (of the whole GPU for a time-sliced package, which shares it)."}),
 	}},
 }
 
@@ -182,4 +196,11 @@ var Workload = Resource{
 			autoscaling,
 		},
 	},
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }

@@ -18,6 +18,11 @@ type Attribute struct {
 	Required    bool
 	// Computed attributes are set by gpuslice and cannot be written.
 	Computed bool
+	// Inferred arguments may be left out: gpuslice then infers them from
+	// the others (a package's memory from its fraction). Optional and
+	// computed in Terraform terms; with no default, so a configuration
+	// written before the argument existed plans without a change.
+	Inferred bool
 	// Default applies when the attribute is left out (the attribute is then
 	// optional and computed in Terraform terms).
 	Default cty.Value
@@ -125,5 +130,6 @@ func strDefault(name, def, desc string) Attribute {
 func required(a Attribute) Attribute { a.Required = true; return a }
 func forceNew(a Attribute) Attribute { a.ForceNew = true; return a }
 func computed(a Attribute) Attribute { a.Computed = true; return a }
+func inferred(a Attribute) Attribute { a.Inferred = true; return a }
 
 func oneOf(a Attribute, values ...string) Attribute { a.OneOf = values; return a }

@@ -94,8 +94,8 @@ func TestPlannedAttributes(t *testing.T) {
 		for name, v := range c.want {
 			a, ok := c.def.Attribute(name)
 			switch {
-			case !ok || !a.Computed:
-				t.Errorf("%s: %s is not a computed attribute", c.def.Type, name)
+			case !ok || !a.Computed && !a.Inferred:
+				t.Errorf("%s: %s is neither computed nor inferred", c.def.Type, name)
 			case !got[name].RawEquals(v):
 				t.Errorf("%s: %s = %#v, want %#v", c.def.Type, name, got[name], v)
 			}

@@ -4,6 +4,8 @@
 // names of package schema.
 package spec
 
+import "github.com/gpuslice/gpuslice/contract"
+
 // Stack is one configuration applied as a unit: its objects share an
 // inventory, so removing a resource from it prunes that resource's objects.
 type Stack struct {
@@ -24,11 +26,16 @@ type Meta struct {
 // Platform is gpuslice_platform.
 type Platform struct {
 	Meta
-	Namespace         string `json:"namespace"`
-	TenantLabel       string `json:"tenant_label"`
-	Fractions         []int  `json:"fractions"`
-	AdmissionPolicies bool   `json:"admission_policies"`
-	ForceDestroy      bool   `json:"force_destroy"`
+	Namespace   string `json:"namespace"`
+	TenantLabel string `json:"tenant_label"`
+	Fractions   []int  `json:"fractions"`
+	// AnySize and TimeSlicing say whether the node plugins offer every GPU
+	// as an any-size and a time-sliced device; nil leaves it to the plugin's
+	// default.
+	AnySize           *bool `json:"any_size"`
+	TimeSlicing       *bool `json:"time_slicing"`
+	AdmissionPolicies bool  `json:"admission_policies"`
+	ForceDestroy      bool  `json:"force_destroy"`
 	// NodePlugin, when set, installs the node plugin's DaemonSet.
 	NodePlugin *NodePlugin `json:"node_plugin"`
 }
@@ -53,17 +60,53 @@ type Toleration struct {
 	Effect   string `json:"effect"`
 }
 
-// Package is gpuslice_package.
+// Package is gpuslice_package: a fraction, any size (memory and compute
+// share) or time-sliced (Kind tells which).
 type Package struct {
 	Meta
-	Name                 string `json:"name"`
-	GPUModel             string `json:"gpu_model"`
-	Fraction             int    `json:"fraction"`
-	ExtendedResourceName string `json:"extended_resource_name"`
-	// Computed by Resolve from the GPU model table.
-	MemoryBytes  int64  `json:"memory_bytes"`
+	Name     string `json:"name"`
+	GPUModel string `json:"gpu_model"`
+	// Fraction is a partition's percent of the GPU; 0 for the other kinds.
+	Fraction int `json:"fraction"`
+	// Memory and ComputeShare are one slice's size: set for an any-size
+	// package, inferred by Resolve where left out.
 	Memory       string `json:"memory"`
 	ComputeShare int    `json:"compute_share"`
+	// Sharing is empty (isolated) or SharingTimeSliced; Replicas are a
+	// time-sliced package's slices per GPU.
+	Sharing              string `json:"sharing"`
+	Replicas             int    `json:"replicas"`
+	ExtendedResourceName string `json:"extended_resource_name"`
+	// Computed by Resolve from the GPU model table.
+	MemoryBytes int64 `json:"memory_bytes"`
+}
+
+// SharingTimeSliced is the time-sliced package's sharing.
+const SharingTimeSliced = contract.SharingTimeSliced
+
+// Kind is how the package's slices share a GPU: contract.SharingPartition
+// (a fraction), contract.SharingAnySize or contract.SharingTimeSliced.
+func (p *Package) Kind() string {
+	switch {
+	case p.Sharing == SharingTimeSliced:
+		return contract.SharingTimeSliced
+	case p.Fraction > 0:
+		return contract.SharingPartition
+	}
+	return contract.SharingAnySize
+}
+
+// Isolated reports whether a slice of the package is held to its memory
+// and compute share.
+func (p *Package) Isolated() bool { return p.Kind() != contract.SharingTimeSliced }
+
+// Shares is what one slice of a time-sliced package asks of its GPU's
+// time-sliced device.
+func (p *Package) Shares() int64 {
+	if p.Replicas <= 0 {
+		return 0
+	}
+	return contract.SharesOf(p.Replicas)
 }
 
 // Quota is gpuslice_quota.
@@ -176,4 +219,16 @@ type Expose struct {
 	Port       int32  `json:"port"`
 	TargetPort int32  `json:"target_port"`
 	Type       string `json:"type"`
+}
+
+// HasSharedPackages reports whether the stack has an any-size or
+// time-sliced package (which the plan-time checks hold against what the
+// nodes publish).
+func (s *Stack) HasSharedPackages() bool {
+	for _, p := range s.Packages {
+		if p.Kind() != contract.SharingPartition {
+			return true
+		}
+	}
+	return false
 }

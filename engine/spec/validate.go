@@ -24,20 +24,6 @@ var DefaultFractions = []int{25, 50, 100}
 // ("-preload-<hash>") within Kubernetes' 63-character names.
 const MaxWorkloadNameLength = 45
 
-// Resolve fills the computed attributes of packages from the GPU model
-// table. Unknown models are left zero; Validate reports them.
-func (s *Stack) Resolve(models tables.GPUModels) {
-	for _, p := range s.Packages {
-		m, ok := models[p.GPUModel]
-		if !ok || p.Fraction <= 0 || p.Fraction > 100 {
-			continue
-		}
-		p.MemoryBytes = m.MemoryMiB * 1024 * 1024 * int64(p.Fraction) / 100
-		p.Memory = resource.NewQuantity(p.MemoryBytes, resource.BinarySI).String()
-		p.ComputeShare = p.Fraction
-	}
-}
-
 // Fractions returns the fractions the platform offers.
 func (s *Stack) Fractions() []int {
 	if s.Platform != nil && len(s.Platform.Fractions) > 0 {
@@ -62,7 +48,7 @@ func Validate(s *Stack, models tables.GPUModels, extraPackages ...string) diag.D
 	}
 	seen := map[string]string{}
 	for _, p := range s.Packages {
-		v.pkg(p, models, fractions)
+		v.pkg(p, models, fractions, s.Platform)
 		if prev, dup := seen[p.Name]; dup {
 			v.errorf(p.Address, "name", "Duplicate package name", "%q is also the name of %s; package names become DeviceClass names and must be unique", p.Name, prev)
 		}
@@ -126,22 +112,6 @@ func (v *validator) quantity(addr, attr, value string) (resource.Quantity, bool)
 		return q, false
 	}
 	return q, true
-}
-
-func (v *validator) pkg(p *Package, models tables.GPUModels, fractions []int) {
-	v.dnsLabel(p.Address, "name", p.Name, "package name")
-	if _, ok := models[p.GPUModel]; !ok {
-		v.errorf(p.Address, "gpu_model", "Unknown GPU model", "%q is not in the GPU model table%s; write the name exactly as nvidia-smi prints it, or add the model to a GPU model table file", p.GPUModel, diag.Suggest(p.GPUModel, models.Names()))
-	}
-	if !containsInt(fractions, p.Fraction) {
-		v.errorf(p.Address, "fraction", "Fraction not offered", "%d %% is not a slice size the node plugins offer (%s); use one of those or add it to gpuslice_platform.fractions", p.Fraction, joinInts(fractions))
-	}
-	if p.ExtendedResourceName != "" {
-		if errs := validation.IsQualifiedName(p.ExtendedResourceName); len(errs) > 0 || !strings.Contains(p.ExtendedResourceName, "/") ||
-			strings.Contains(p.ExtendedResourceName, "kubernetes.io/") || strings.HasPrefix(p.ExtendedResourceName, "nvidia.com/") {
-			v.errorf(p.Address, "extended_resource_name", "Invalid extended resource name", "%q must be a domain-prefixed name outside kubernetes.io and nvidia.com, e.g. \"gpuslice.dev/%s\"", p.ExtendedResourceName, p.Name)
-		}
-	}
 }
 
 func (v *validator) quota(q *Quota, packages map[string]bool) {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/gpuslice/gpuslice/contract"
 )
 
 func (v *validator) platform(p *Platform) {
@@ -13,8 +15,8 @@ func (v *validator) platform(p *Platform) {
 	if errs := validation.IsQualifiedName(p.TenantLabel); len(errs) > 0 {
 		v.errorf(p.Address, "tenant_label", "Invalid label key", "%q: %s", p.TenantLabel, strings.Join(errs, "; "))
 	}
-	if len(p.Fractions) == 0 {
-		v.errorf(p.Address, "fractions", "No fractions", "list at least one fraction, e.g. [25, 50, 100]")
+	if len(p.Fractions) == 0 && !on(p.AnySize, contract.DefaultAnySize) && !on(p.TimeSlicing, contract.DefaultTimeSlicing) {
+		v.errorf(p.Address, "fractions", "No slices offered", "list at least one fraction, e.g. [25, 50, 100], or set any_size = true or time_slicing = true: the nodes would offer nothing")
 	}
 	seen := map[int]bool{}
 	for i, f := range p.Fractions {
@@ -32,6 +34,14 @@ func (v *validator) platform(p *Platform) {
 	if np := p.NodePlugin; np != nil {
 		v.nodePlugin(p.Address, np)
 	}
+}
+
+// on is an optional switch's value, def when left out.
+func on(b *bool, def bool) bool {
+	if b == nil {
+		return def
+	}
+	return *b
 }
 
 // nodePlugin checks the platform's node_plugin block.

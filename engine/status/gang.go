@@ -13,7 +13,10 @@ import (
 
 // waitingForSlices is the message of a pod the scheduler cannot give its
 // slices: for several per pod, they must all be free on one node.
-func waitingForSlices(w *spec.Workload, pod string) string {
+func waitingForSlices(w *spec.Workload, pod, asked string) string {
+	if asked != "" {
+		return fmt.Sprintf("waiting for a free slice: no GPU has %s free for a %s slice; pod %s stays Pending until one frees (quota is an entitlement, not a reservation)", asked, w.Package, pod)
+	}
 	if n := w.DevicesPerPod(); n > 1 {
 		return fmt.Sprintf("waiting for free slices: pod %s needs %d free %s slices on one node and no node has them; it stays Pending until they free (quota is an entitlement, not a reservation)", pod, n, w.Package)
 	}

@@ -44,7 +44,8 @@ func (s *Snapshot) diagnosePod(w *spec.Workload, pod *corev1.Pod) (Reason, strin
 			continue
 		}
 		if strings.Contains(c.Message, "cannot allocate all claims") {
-			return WaitingForSlice, waitingForSlices(w, pod.Name)
+			asked, _ := s.capacityAsked(pod)
+			return WaitingForSlice, waitingForSlices(w, pod.Name, asked)
 		}
 		msg := fmt.Sprintf("pod %s cannot be scheduled: %s", pod.Name, c.Message)
 		if strings.Contains(c.Message, "unbound immediate PersistentVolumeClaims") {

@@ -13,6 +13,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
 	"github.com/gpuslice/gpuslice/engine/internal/view"
 	"github.com/gpuslice/gpuslice/engine/spec"
@@ -183,6 +184,33 @@ func (s *Snapshot) claimOf(pod *corev1.Pod) (string, string) {
 		return name, ""
 	}
 	return "", ""
+}
+
+// capacityAsked is what the pod's claim asks of a shared device (an
+// any-size slice's memory and compute, a time-sliced slice's shares of a
+// GPU), in words, "" for a fraction's claim; and whether it is time-sliced.
+func (s *Snapshot) capacityAsked(pod *corev1.Pod) (string, bool) {
+	for _, cs := range pod.Status.ResourceClaimStatuses {
+		if cs.ResourceClaimName == nil {
+			continue
+		}
+		c := s.claims[pod.Namespace][*cs.ResourceClaimName]
+		if c == nil {
+			continue
+		}
+		for _, r := range c.Spec.Devices.Requests {
+			if r.Exactly == nil || r.Exactly.Capacity == nil {
+				continue
+			}
+			q := r.Exactly.Capacity.Requests
+			if shares, ok := q[contract.CapacityShares]; ok {
+				return fmt.Sprintf("1/%d of its time-sliced shares", contract.TimeSliceShares/max(shares.Value(), 1)), true
+			}
+			memory, compute := q[contract.CapacityMemory], q[contract.CapacityCompute]
+			return fmt.Sprintf("%s of memory and %s %% of its compute", memory.String(), compute.String()), false
+		}
+	}
+	return "", false
 }
 
 // createFailure returns the latest "FailedCreate" event of a controller.

@@ -181,6 +181,9 @@ func (s *Snapshot) Diagnose(w *spec.Workload) Status {
 		st.Phase, st.Reason, st.Message = Running, Ready, "scaled to zero replicas"
 	case st.Ready >= want:
 		st.Phase, st.Reason, st.Message = Running, Ready, fmt.Sprintf("%d/%d replicas ready", st.Ready, want)
+		if _, timeSliced := s.capacityAsked(firstOf(pods)); timeSliced {
+			st.Message += " on time-sliced GPUs: not isolated (no memory limit, no compute share; neighbours on the GPU can take its memory and time)"
+		}
 	default:
 		st.Phase, st.Reason, st.Message = Pending, worst, worstMsg
 		if worst.Fatal() {
@@ -189,6 +192,13 @@ func (s *Snapshot) Diagnose(w *spec.Workload) Status {
 		s.gang(w, pods, &st)
 	}
 	return st
+}
+
+func firstOf(pods []corev1.Pod) *corev1.Pod {
+	if len(pods) == 0 {
+		return &corev1.Pod{}
+	}
+	return &pods[0]
 }
 
 func missing(w *spec.Workload) Status {

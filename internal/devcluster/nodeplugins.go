@@ -12,6 +12,7 @@ import (
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
+	"github.com/gpuslice/gpuslice/nodeplugin/publish"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
 )
@@ -42,7 +43,7 @@ func startNodePlugin(ctx context.Context, c *cluster.Cluster, dir, binDir, node 
 	}
 	cfg := driver.LocalDirs(driver.Config{SimulatedGPUs: true,
 		NodeName: node, NodeUID: n.UID, Client: c.Client(),
-		NVML: simulate.New(SimulatedGPU, node), Fractions: contract.DefaultFractions,
+		NVML: simulate.New(SimulatedGPU, node), Publish: publish.Options{Fractions: contract.DefaultFractions},
 		DriverRoot: filepath.Join(dir, "nodes", node, "driver-root"), ShimSource: lib,
 		Logger: klog.Background().WithValues("node", node),
 	}, filepath.Join(dir, "nodes", node))

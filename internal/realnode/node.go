@@ -66,6 +66,8 @@ type NodePluginOptions struct {
 	// GPUs is the simulated hardware, e.g. "v100-32gb:1".
 	GPUs      string
 	Fractions string // e.g. "25,50,100"; empty: the plugin's default
+	// Args are more flags of the plugin, e.g. --any-size=true.
+	Args []string
 }
 
 // Node is a running real node.

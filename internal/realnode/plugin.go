@@ -86,6 +86,7 @@ func (n *Node) startNodePluginProcess() error {
 	if o.Fractions != "" {
 		args = append(args, "--fractions="+o.Fractions)
 	}
+	args = append(args, o.Args...)
 	cmd, err := launch{CgroupProcs: n.daemon, Argv: args}.command()
 	if err != nil {
 		return err

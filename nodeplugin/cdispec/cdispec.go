@@ -36,6 +36,9 @@ type Slice struct {
 	// GPUs are the claim's GPUs: one for a slice, several for a claim of
 	// whole GPUs (a multi-GPU pod).
 	GPUs []GPU
+	// Unlimited is a time-sliced claim: the GPU whole, with neither the
+	// shim nor an accounting region, so nothing holds it to a share.
+	Unlimited bool
 	// MemoryBytes and Fraction are the claim's limits, which the shim
 	// enforces for the claim as a whole (one accounting region).
 	MemoryBytes uint64
@@ -85,18 +88,22 @@ func Build(s Slice, h Host) (*specs.Spec, error) {
 	visible := strings.Join(uuids, ",")
 	edits := specs.ContainerEdits{
 		Env: []string{
-			contract.EnvMemoryLimit + "=" + strconv.FormatUint(s.MemoryBytes, 10),
-			contract.EnvComputeShare + "=" + strconv.Itoa(s.Fraction),
-			contract.EnvAccountingDir + "=" + contract.ContainerAccountingDir,
 			EnvGPUUUID + "=" + visible,
 			"CUDA_VISIBLE_DEVICES=" + visible,
 			"NVIDIA_VISIBLE_DEVICES=" + visible,
 		},
-		Mounts: []*specs.Mount{
+	}
+	if !s.Unlimited {
+		edits.Env = append([]string{
+			contract.EnvMemoryLimit + "=" + strconv.FormatUint(s.MemoryBytes, 10),
+			contract.EnvComputeShare + "=" + strconv.Itoa(s.Fraction),
+			contract.EnvAccountingDir + "=" + contract.ContainerAccountingDir,
+		}, edits.Env...)
+		edits.Mounts = []*specs.Mount{
 			{HostPath: h.ShimLibrary, ContainerPath: contract.ContainerLibraryPath, Options: []string{"ro", "nosuid", "nodev", "bind"}},
 			{HostPath: h.PreloadFile, ContainerPath: contract.ContainerPreloadPath, Options: []string{"ro", "nosuid", "nodev", "bind"}},
 			{HostPath: s.AccountingDir, ContainerPath: contract.ContainerAccountingDir, Options: []string{"rw", "nosuid", "nodev", "noexec", "bind"}},
-		},
+		}
 	}
 	nodes, err := h.Devices.Nodes(minors...)
 	if err != nil {

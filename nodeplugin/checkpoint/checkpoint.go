@@ -6,10 +6,12 @@
 // rename, fsync of the directory) and carries a checksum, so a torn or
 // damaged file is detected instead of trusted.
 //
-// The file format is versioned (Version): Load reads the current format and
-// every older one, converting, and refuses a format it does not know (a
-// newer plugin's) without touching the file, so a rollback of the plugin
-// never discards the record of what a newer version prepared.
+// The file format is versioned: Load reads every format up to Latest,
+// converting, and refuses a format it does not know (a newer plugin's)
+// without touching the file. Save writes the oldest format that can hold
+// the checkpoint, so that after an upgrade a rollback to the previous
+// plugin still reads it as long as no claim uses what only the newer
+// plugin offers.
 package checkpoint
 
 import (
@@ -21,6 +23,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/nodeplugin/internal/atomicfile"
 )
 
@@ -48,15 +51,31 @@ type Claim struct {
 
 // Device is one allocated device of a claim and the GPU it is on.
 type Device struct {
-	Request     string `json:"request"`
-	Pool        string `json:"pool"`
-	Name        string `json:"name"`
-	GPUUUID     string `json:"gpuUUID"`
-	GPUIndex    int    `json:"gpuIndex"`
-	GPUMinor    int    `json:"gpuMinor"`
+	Request  string `json:"request"`
+	Pool     string `json:"pool"`
+	Name     string `json:"name"`
+	GPUUUID  string `json:"gpuUUID"`
+	GPUIndex int    `json:"gpuIndex"`
+	GPUMinor int    `json:"gpuMinor"`
+	// Fraction is the claim's compute share on the GPU in percent and
+	// MemoryBytes its memory: a partition's size, or what the scheduler
+	// gave an any-size share (its consumed capacity). A time-sliced share
+	// has neither: it is not limited.
 	Fraction    int    `json:"fraction"`
 	MemoryBytes uint64 `json:"memoryBytes"`
+	// Sharing is how the device shares its GPU (contract.Sharing*); empty
+	// is a partition, as every format before v3 holds.
+	Sharing string `json:"sharing,omitempty"`
+	// ShareID tells the claims sharing one device apart (the allocation's
+	// shareID); empty for a partition.
+	ShareID string `json:"shareID,omitempty"`
+	// Shares is a time-sliced claim's part of the device's shares.
+	Shares int64 `json:"shares,omitempty"`
 }
+
+// Partition reports whether the device is a partition, allocated to one
+// claim at a time: every device before any-size and time-sliced sharing.
+func (d Device) Partition() bool { return d.Sharing == "" || d.Sharing == contract.SharingPartition }
 
 // MemoryBytes is the claim's memory budget: its devices' memory together
 // (the shim keeps one budget per claim).
@@ -76,6 +95,17 @@ func (c Claim) Fraction() int {
 		share = max(share, d.Fraction)
 	}
 	return share
+}
+
+// Limited reports whether the shim holds the claim to its memory and
+// compute: every claim but a time-sliced one.
+func (c Claim) Limited() bool {
+	for _, d := range c.Devices {
+		if d.Sharing == contract.SharingTimeSliced {
+			return false
+		}
+	}
+	return true
 }
 
 // GPUUUIDs lists the claim's GPUs in device order.
@@ -169,7 +199,7 @@ func (f *File) Load() (*Checkpoint, error) {
 	if head.Version != nil && json.Unmarshal(head.Version, &version) != nil {
 		version = string(head.Version)
 	}
-	var v2 checkpointV2
+	var v3 checkpointV3
 	switch version {
 	case "":
 		var file fileV0
@@ -180,7 +210,7 @@ func (f *File) Load() (*Checkpoint, error) {
 		if err := f.open(file.Checksum, file.Data, &v0); err != nil {
 			return nil, err
 		}
-		v2 = fromV1(fromV0(v0))
+		v3 = fromV2(fromV1(fromV0(v0)))
 	case "v1":
 		var file fileV1
 		var v1 checkpointV1
@@ -190,22 +220,32 @@ func (f *File) Load() (*Checkpoint, error) {
 		if err := f.open(file.Checksum, file.Data, &v1); err != nil {
 			return nil, err
 		}
-		v2 = fromV1(v1)
-	case Version:
+		v3 = fromV2(fromV1(v1))
+	case "v2":
 		var file fileV2
+		var v2 checkpointV2
 		if err := f.unmarshal(data, &file); err != nil {
 			return nil, err
 		}
 		if err := f.open(file.Checksum, file.Data, &v2); err != nil {
 			return nil, err
 		}
+		v3 = fromV2(v2)
+	case "v3":
+		var file fileV3
+		if err := f.unmarshal(data, &file); err != nil {
+			return nil, err
+		}
+		if err := f.open(file.Checksum, file.Data, &v3); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("%w: %s is in format %q, and this node plugin reads formats up to %q: it was written by a "+
 			"newer gpuslice node plugin; run that version (or a newer one) again, or, once no pod on this node uses a GPU "+
 			"slice, move the file away so that this version starts with an empty checkpoint",
-			ErrUnsupportedVersion, f.path, version, Version)
+			ErrUnsupportedVersion, f.path, version, Latest)
 	}
-	return fromV2(v2), nil
+	return fromV3(v3), nil
 }
 
 func (f *File) unmarshal(data []byte, out any) error {
@@ -236,11 +276,13 @@ func (f *File) Save(cp *Checkpoint) error { return f.write(cp, true) }
 func (f *File) Stage(cp *Checkpoint) error { return f.write(cp, false) }
 
 func (f *File) write(cp *Checkpoint, durable bool) error {
-	data, err := json.Marshal(toV2(cp))
+	version, payload := encode(cp)
+	data, err := json.Marshal(payload)
 	if err != nil {
 		return fmt.Errorf("encode checkpoint: %w", err)
 	}
-	out, err := json.Marshal(fileV2{Version: Version, Checksum: crc32.Checksum(data, crcTable), Data: data})
+	// v1, v2 and v3 share the envelope; only the data differs.
+	out, err := json.Marshal(fileV3{Version: version, Checksum: crc32.Checksum(data, crcTable), Data: data})
 	if err != nil {
 		return fmt.Errorf("encode checkpoint: %w", err)
 	}

@@ -32,6 +32,9 @@ func TestSaveLoad(t *testing.T) {
 	if err := f.Save(cp); err != nil {
 		t.Fatal(err)
 	}
+	if v := fileVersion(t, f.Path()); v != "v2" {
+		t.Errorf("file written in format %q, want v2 (a claim of several whole GPUs, every device a partition)", v)
+	}
 	got, err := f.Load()
 	if err != nil {
 		t.Fatal(err)
@@ -46,9 +49,6 @@ func TestSaveLoad(t *testing.T) {
 	if got.BootID != "boot-1" || !reflect.DeepEqual(got.Claims["uid-1"], cp.Claims["uid-1"]) || got.Claims["uid-2"].State != checkpoint.PrepareCompleted ||
 		!reflect.DeepEqual(got.Claims["uid-3"], cp.Claims["uid-3"]) {
 		t.Fatalf("loaded %+v, saved %+v", got, cp)
-	}
-	if v := fileVersion(t, f.Path()); v != checkpoint.Version {
-		t.Errorf("file written in format %q, want %q", v, checkpoint.Version)
 	}
 	entries, _ := os.ReadDir(filepath.Dir(f.Path()))
 	for _, e := range entries {
@@ -148,7 +148,7 @@ func TestReadsUnversionedFormat(t *testing.T) {
 		Devices: []checkpoint.Device{{Request: "gpu", Pool: "node-a", Name: "gpu-0-25pct-1", GPUUUID: "GPU-1", Fraction: 25, MemoryBytes: 8 << 30}},
 	}
 	got := loadsAs(t, f, want)
-	savesCurrent(t, f, got, want)
+	savesAs(t, f, got, want, "v1")
 }
 
 // oldFile is a checkpoint file holding testdata/name, a format an earlier
@@ -178,15 +178,14 @@ func loadsAs(t *testing.T, f *checkpoint.File, want *checkpoint.Checkpoint) *che
 	return got
 }
 
-// savesCurrent checks the next save writes the current format, which loads
-// as want.
-func savesCurrent(t *testing.T, f *checkpoint.File, got, want *checkpoint.Checkpoint) {
+// savesAs checks the next save writes format version, which loads as want.
+func savesAs(t *testing.T, f *checkpoint.File, got, want *checkpoint.Checkpoint, version string) {
 	t.Helper()
 	if err := f.Save(got); err != nil {
 		t.Fatal(err)
 	}
-	if v := fileVersion(t, f.Path()); v != checkpoint.Version {
-		t.Errorf("saved in format %q, want %q", v, checkpoint.Version)
+	if v := fileVersion(t, f.Path()); v != version {
+		t.Errorf("saved in format %q, want %q", v, version)
 	}
 	if again, err := f.Load(); err != nil || !reflect.DeepEqual(again, want) {
 		t.Errorf("after conversion loaded %+v, %v; want %+v", again, err, want)
@@ -199,8 +198,8 @@ func savesCurrent(t *testing.T, f *checkpoint.File, got, want *checkpoint.Checkp
 func TestUnknownVersionRefused(t *testing.T) {
 	f, _ := checkpoint.Open(t.TempDir())
 	for name, content := range map[string]string{
-		"string version": `{"version":"v3","checksum":1,"data":{"bootID":"boot-9","claims":{},"newField":true}}`,
-		"number version": `{"version":3,"payload":"anything"}`,
+		"string version": `{"version":"v4","checksum":1,"data":{"bootID":"boot-9","claims":{},"newField":true}}`,
+		"number version": `{"version":4,"payload":"anything"}`,
 	} {
 		if err := os.WriteFile(f.Path(), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
@@ -219,7 +218,8 @@ func TestUnknownVersionRefused(t *testing.T) {
 
 // TestReadsV1Format: a file in format v1 (one device per claim;
 // testdata/checkpoint-v1.json was written by the v1 code) loads with each
-// claim's device as a list of one, and the next save writes v2.
+// claim's device as a list of one, and the next save writes v1 again: a
+// plugin rolled back to the release that wrote it still reads it.
 func TestReadsV1Format(t *testing.T) {
 	f := oldFile(t, "checkpoint-v1.json")
 	want := checkpoint.New("boot-1")
@@ -235,7 +235,51 @@ func TestReadsV1Format(t *testing.T) {
 	if c := got.Claims["uid-1"]; c.MemoryBytes() != 8<<30 || c.Fraction() != 25 {
 		t.Errorf("converted claim's limits: %d bytes, %d%%; want the v1 slice's 8 GiB and 25%%", c.MemoryBytes(), c.Fraction())
 	}
-	savesCurrent(t, f, got, want)
+	savesAs(t, f, got, want, "v1")
+}
+
+// TestOldestFormatThatHoldsIt: a checkpoint is written in the oldest
+// format that can hold it, so a plugin rolled back to an earlier release
+// reads it unless a claim uses what only the newer plugin offers: v1 for
+// claims of one partition each, v2 once a claim holds several (whole GPUs),
+// v3 once a claim holds a share of an any-size or time-sliced device.
+// testdata/checkpoint-v2.json was written by the v2 code.
+func TestOldestFormatThatHoldsIt(t *testing.T) {
+	anySize := checkpoint.Device{Request: "gpu", Pool: "node-a", Name: "gpu-0-any-size", GPUUUID: "GPU-0", Fraction: 20, MemoryBytes: 6 << 30,
+		Sharing: "any-size", ShareID: "share-1"}
+	timeSliced := checkpoint.Device{Request: "gpu", Pool: "node-a", Name: "gpu-1-time-sliced", GPUUUID: "GPU-1", GPUIndex: 1, GPUMinor: 1,
+		Sharing: "time-sliced", ShareID: "share-2", Shares: 250000}
+	slice := checkpoint.Device{Request: "gpu", Pool: "node-a", Name: "gpu-0-25pct-1", GPUUUID: "GPU-0", Fraction: 25, MemoryBytes: 8 << 30}
+	for _, c := range []struct {
+		version string
+		claims  map[string][]checkpoint.Device
+	}{
+		{"v1", nil},
+		{"v1", map[string][]checkpoint.Device{"a": {slice}}},
+		{"v2", map[string][]checkpoint.Device{"a": {slice}, "b": wholeGPUs(2)}},
+		{"v3", map[string][]checkpoint.Device{"a": {slice}, "b": {anySize}}},
+		{"v3", map[string][]checkpoint.Device{"b": wholeGPUs(2), "c": {timeSliced}}},
+	} {
+		f, _ := checkpoint.Open(t.TempDir())
+		cp := checkpoint.New("boot-1")
+		for uid, devs := range c.claims {
+			cp.Claims[uid] = checkpoint.Claim{State: checkpoint.PrepareCompleted, Namespace: "ns", Name: uid, Devices: devs}
+		}
+		if err := f.Save(cp); err != nil {
+			t.Fatal(err)
+		}
+		if v := fileVersion(t, f.Path()); v != c.version {
+			t.Errorf("claims %v saved in format %q, want %q", c.claims, v, c.version)
+		}
+		if got, err := f.Load(); err != nil || !reflect.DeepEqual(got, cp) {
+			t.Errorf("claims %v: loaded %+v, %v; want %+v", c.claims, got, err, cp)
+		}
+	}
+	f := oldFile(t, "checkpoint-v2.json")
+	want := checkpoint.New("boot-1")
+	want.Claims["uid-1"] = checkpoint.Claim{State: checkpoint.PrepareCompleted, Namespace: "team-b", Name: "train", PodUIDs: []string{"pod-1"}, Devices: wholeGPUs(2)}
+	got := loadsAs(t, f, want)
+	savesAs(t, f, got, want, "v2")
 }
 
 // TestMultiDeviceLimits: a claim of four whole GPUs has the four GPUs'

@@ -37,19 +37,24 @@ func (p *Plugin) checkToolkit(ctx context.Context) {
 	}
 	p.metrics.BypassOpen.Set(1)
 	p.log.Info("WARNING: this node lets any container pick GPUs around gpuslice's slices", "detail", f.Reason)
-	now := metav1.NewMicroTime(time.Now())
+	p.nodeWarning(ctx, "gpu-selection-", "CheckNodeConfiguration", EventReasonBypassOpen, fmt.Sprintf("Containers can get GPUs without a claim: %s", f.Reason))
+}
+
+// nodeWarning records a Warning event on the plugin's Node; failing to
+// record it is logged, never fatal.
+func (p *Plugin) nodeWarning(ctx context.Context, namePrefix, action, reason, note string) {
 	ev := &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{GenerateName: p.cfg.NodeName + "-gpu-selection-", Namespace: metav1.NamespaceDefault},
-		EventTime:           now,
+		ObjectMeta:          metav1.ObjectMeta{GenerateName: p.cfg.NodeName + "-" + namePrefix, Namespace: metav1.NamespaceDefault},
+		EventTime:           metav1.NewMicroTime(time.Now()),
 		ReportingController: "gpuslice.dev/nodeplugin",
 		ReportingInstance:   "gpuslice-nodeplugin-" + p.cfg.NodeName,
-		Action:              "CheckNodeConfiguration",
-		Reason:              EventReasonBypassOpen,
+		Action:              action,
+		Reason:              reason,
 		Type:                corev1.EventTypeWarning,
 		Regarding:           corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: p.cfg.NodeName, UID: p.cfg.NodeUID},
-		Note:                fmt.Sprintf("Containers can get GPUs without a claim: %s", f.Reason),
+		Note:                note,
 	}
 	if _, err := p.cfg.Client.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		p.log.Error(err, "record the node configuration event")
+		p.log.Error(err, "record an event on the node", "reason", reason)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/gpuslice/gpuslice/nodeplugin/publish"
 )
 
 // Config is everything the plugin needs; the command fills it from flags.
@@ -22,8 +24,10 @@ type Config struct {
 	NodeUID  types.UID // optional: looked up by the ResourceSlice controller when empty
 	Client   kubernetes.Interface
 	// NVML is an initialised library, real or simulated.
-	NVML      nvml.Interface
-	Fractions []int
+	NVML nvml.Interface
+	// Publish says what every GPU offers: partitions, an any-size device,
+	// a time-sliced device.
+	Publish publish.Options
 
 	// PluginDataDir holds the DRA socket (dra.sock) the kubelet calls;
 	// RegistrarDir is where the kubelet looks for plugin registration
@@ -109,8 +113,8 @@ func (c *Config) validate() error {
 	if c.NVML == nil {
 		errs = append(errs, errors.New("an NVML library is required"))
 	}
-	if len(c.Fractions) == 0 {
-		errs = append(errs, errors.New("--fractions must list at least one fraction"))
+	if err := c.Publish.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	for _, d := range []string{c.PluginDataDir, c.RegistrarDir, c.CDIDir, c.StateDir, c.AccountingRoot, c.ShimDir} {
 		if d != "" && !filepath.IsAbs(d) {

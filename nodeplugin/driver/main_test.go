@@ -27,6 +27,7 @@ import (
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
+	"github.com/gpuslice/gpuslice/nodeplugin/publish"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
 )
 
@@ -84,7 +85,8 @@ func runChild(raw string) int {
 	return 0
 }
 
-// pluginConfig is a simulated node's plugin with every directory under dir.
+// pluginConfig is a simulated node's plugin with every directory under dir,
+// publishing the default partitions.
 func pluginConfig(client kubernetes.Interface, node, dir string, gpus int) driver.Config {
 	shimSource := filepath.Join(dir, "libgpuslice.so")
 	if _, err := os.Stat(shimSource); err != nil {
@@ -98,7 +100,7 @@ func pluginConfig(client kubernetes.Interface, node, dir string, gpus int) drive
 	}
 	lib := simulate.New(simulate.Spec{Profile: "v100-32gb", Count: gpus}, node)
 	return driver.LocalDirs(driver.Config{SimulatedGPUs: true,
-		NodeName: node, Client: client, NVML: lib, Fractions: contract.DefaultFractions,
+		NodeName: node, Client: client, NVML: lib, Publish: publish.Options{Fractions: contract.DefaultFractions},
 		DriverRoot: filepath.Join(dir, "driver-root"), ShimSource: shimSource, BootIDFile: bootID,
 		Logger: klog.Background(),
 	}, dir)
@@ -134,7 +136,14 @@ func newEnv(t *testing.T, nodes ...string) *env {
 // startPlugin runs a plugin in this process for node.
 func (e *env) startPlugin(node string, gpus int) (*driver.Plugin, driver.Config) {
 	e.t.Helper()
+	return e.startPluginWith(node, gpus, publish.Options{Fractions: contract.DefaultFractions})
+}
+
+// startPluginWith runs a plugin for node offering what o says.
+func (e *env) startPluginWith(node string, gpus int, o publish.Options) (*driver.Plugin, driver.Config) {
+	e.t.Helper()
 	cfg := pluginConfig(e.client, node, filepath.Join(e.t.TempDir(), node), gpus)
+	cfg.Publish = o
 	p, err := driver.Start(e.ctx, cfg)
 	if err != nil {
 		e.t.Fatal(err)

@@ -69,7 +69,7 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 	p.gpus = found.GPUs
 	p.metrics.GPUsPublished.Set(float64(len(p.gpus)))
 	p.devices = map[string]publish.Device{}
-	for _, d := range publish.Devices(p.gpus, cfg.Fractions) {
+	for _, d := range publish.Devices(p.gpus, cfg.Publish) {
 		p.devices[d.Name] = d
 	}
 	reg.MustRegister(metrics.ClaimCollector{Claims: p.claimsForMetrics}, metrics.GPUCollector{NVML: cfg.NVML, GPUs: p.gpus, Hostname: cfg.NodeName},
@@ -101,7 +101,7 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 		return nil, fmt.Errorf("start the kubelet plugin service: %w", err)
 	}
 	p.helper = helper
-	if err := helper.PublishResources(ctx, publish.Build(cfg.NodeName, p.gpus, cfg.Fractions)); err != nil {
+	if err := helper.PublishResources(ctx, publish.Build(cfg.NodeName, p.gpus, cfg.Publish)); err != nil {
 		helper.Stop()
 		return nil, fmt.Errorf("publish ResourceSlices: %w", err)
 	}
@@ -211,7 +211,7 @@ func (p *Plugin) health() kubeletplugin.DeviceHealthReport {
 		}
 	}
 	var r kubeletplugin.DeviceHealthReport
-	for _, d := range publish.Devices(p.gpus, p.cfg.Fractions) {
+	for _, d := range publish.Devices(p.gpus, p.cfg.Publish) {
 		r.Devices = append(r.Devices, kubeletplugin.DeviceHealth{
 			PoolName: p.cfg.NodeName, DeviceName: d.Name, Health: status[d.GPU.UUID], Message: message[d.GPU.UUID], LastUpdated: now,
 		})

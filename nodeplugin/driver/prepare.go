@@ -69,7 +69,7 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			}
 			delete(cp.Claims, uid)
 		}
-		if err := conflicts(cp, uid, entry); err != nil {
+		if err := conflicts(cp, uid, entry, p.gpuMemory); err != nil {
 			fail(uid, err)
 			continue
 		}
@@ -154,9 +154,23 @@ func (p *Plugin) carryOut(cp *checkpoint.Checkpoint, uid string) error {
 
 func (p *Plugin) accountingDir(uid string) string { return filepath.Join(p.cfg.AccountingRoot, uid) }
 
+// gpuMemory is the memory of the GPU with the UUID, 0 if the node has none.
+func (p *Plugin) gpuMemory(uuid string) uint64 {
+	for _, g := range p.gpus {
+		if g.UUID == uuid {
+			return g.MemoryBytes
+		}
+	}
+	return 0
+}
+
 // createAccounting makes the claim's directory and region; fresh starts
-// over (after a reboot no process of the claim survives).
+// over (after a reboot no process of the claim survives). A time-sliced
+// claim has no limits to account.
 func (p *Plugin) createAccounting(uid string, c checkpoint.Claim, fresh bool) error {
+	if !c.Limited() {
+		return nil
+	}
 	dir := p.accountingDir(uid)
 	if fresh {
 		if err := os.RemoveAll(dir); err != nil {
@@ -181,7 +195,7 @@ func (p *Plugin) writeSpec(uid string, c checkpoint.Claim) error {
 		gpus = append(gpus, cdispec.GPU{UUID: d.GPUUUID, Minor: d.GPUMinor})
 	}
 	spec, err := cdispec.Build(cdispec.Slice{
-		ClaimUID: uid, GPUs: gpus, MemoryBytes: c.MemoryBytes(), Fraction: c.Fraction(), AccountingDir: p.accountingDir(uid),
+		ClaimUID: uid, GPUs: gpus, Unlimited: !c.Limited(), MemoryBytes: c.MemoryBytes(), Fraction: c.Fraction(), AccountingDir: p.accountingDir(uid),
 	}, p.host)
 	if err != nil {
 		return err

@@ -91,25 +91,40 @@ func (p *Plugin) removeOrphans(cp *checkpoint.Checkpoint) error {
 	return nil
 }
 
-// loadOrRebuildCheckpoint reads the checkpoint; a corrupt one is reported
-// and rebuilt from the API server's view of the claims allocated on this
-// node and in use.
+// EventReasonCheckpointRebuilt is the reason of the Warning event a plugin
+// records on its Node when it rebuilt its checkpoint from the API server.
+const EventReasonCheckpointRebuilt = "CheckpointRebuilt"
+
+// loadOrRebuildCheckpoint reads the checkpoint. A corrupt one, or one in a
+// format this plugin does not know (written by a newer plugin before a
+// rollback), is reported (log, metric, Event on the Node), kept beside for
+// inspection and rebuilt from the API server's view of the claims
+// allocated on this node and in use: the plugin keeps serving rather than
+// crash-looping until someone moves the file.
 func (p *Plugin) loadOrRebuildCheckpoint(ctx context.Context) (*checkpoint.Checkpoint, error) {
 	cp, err := p.ckpt.Load()
 	if err == nil {
 		return cp, nil
 	}
-	if !errors.Is(err, checkpoint.ErrCorrupt) {
+	reason, keepAs := "corrupt", ".corrupt"
+	switch {
+	case errors.Is(err, checkpoint.ErrCorrupt):
+		p.metrics.CheckpointErrors.Inc()
+	case errors.Is(err, checkpoint.ErrUnsupportedVersion):
+		reason, keepAs = "unknown-format", ".unknown-format"
+	default:
 		return nil, err
 	}
-	p.metrics.CheckpointErrors.Inc()
-	p.log.Error(err, "checkpoint is corrupt: rebuilding it from the API server's view of the claims allocated on this node")
+	p.metrics.CheckpointRebuilds.WithLabelValues(reason).Inc()
+	p.log.Error(err, "rebuilding the checkpoint from the API server's view of the claims allocated on this node", "reason", reason)
 	cp, rebuildErr := p.rebuildCheckpoint(ctx)
 	if rebuildErr != nil {
 		return nil, fmt.Errorf("%w; rebuilding it from the API server failed: %v (the plugin retries; or remove %s once no pod on the node uses a GPU slice)", err, rebuildErr, p.ckpt.Path())
 	}
-	bad := p.ckpt.Path() + ".corrupt"
-	_ = os.Rename(p.ckpt.Path(), bad) // kept for a person to inspect
+	_ = os.Rename(p.ckpt.Path(), p.ckpt.Path()+keepAs) // kept for a person to inspect
+	p.nodeWarning(ctx, "checkpoint-", "RebuildCheckpoint", EventReasonCheckpointRebuilt, fmt.Sprintf(
+		"The node plugin's checkpoint could not be read (%s: %v); it was rebuilt from the API server with %d prepared claims and kept as %s%s",
+		reason, err, len(cp.Claims), p.ckpt.Path(), keepAs))
 	for uid, c := range cp.Claims {
 		if err := p.createAccounting(uid, c, false); err != nil {
 			return nil, err

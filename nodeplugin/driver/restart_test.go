@@ -2,7 +2,6 @@ package driver_test
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,11 +103,12 @@ func TestCorruptCheckpoint(t *testing.T) {
 	}
 }
 
-// TestNewerCheckpointRefused: a checkpoint written in a format newer than
-// this plugin reads (a rollback after an upgrade) stops the plugin with an
-// error saying so; the file is neither rebuilt nor moved, so the claims it
-// records are still prepared once a plugin that reads it runs.
-func TestNewerCheckpointRefused(t *testing.T) {
+// TestNewerCheckpointRebuilt: a checkpoint in a format newer than this
+// plugin reads (a rollback after an upgrade) does not stop the plugin: it
+// rebuilds the checkpoint from the API server, as for a corrupt one, keeps
+// the newer file beside for inspection, says so in a metric and an Event on
+// the Node, and keeps the claim prepared.
+func TestNewerCheckpointRebuilt(t *testing.T) {
 	e := newEnv(t, "rollback-node")
 	cfg, uid := preparedClaim(t, e, "rollback-node")
 	ckpt := filepath.Join(cfg.StateDir, checkpoint.Name)
@@ -116,35 +116,42 @@ func TestNewerCheckpointRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newer := bytes.Replace(data, []byte(`"version":"`+checkpoint.Version+`"`), []byte(`"version":"v99"`), 1)
+	newer := bytes.Replace(data, []byte(`"version":"v1"`), []byte(`"version":"v99"`), 1)
 	if bytes.Equal(newer, data) {
-		t.Fatalf("no version %q in the checkpoint: %s", checkpoint.Version, data)
+		t.Fatalf("no version v1 in the checkpoint of one slice: %s", data)
 	}
 	if err := os.WriteFile(ckpt, newer, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Registerer = prometheus.NewRegistry()
-	p, err := driver.Start(e.ctx, cfg)
-	if err == nil {
-		p.Stop()
-		t.Fatal("the plugin started on a checkpoint in an unknown format")
+	os.RemoveAll(cfg.CDIDir) // the rebuild must restore the spec
+
+	reg := restart(t, e, cfg)
+	assertPreparedOnly(t, cfg, uid)
+	if kept, _ := os.ReadFile(ckpt + ".unknown-format"); !bytes.Equal(kept, newer) {
+		t.Errorf("the newer checkpoint was not kept for inspection: %q", kept)
 	}
-	if !errors.Is(err, checkpoint.ErrUnsupportedVersion) {
-		t.Errorf("Start: %v; want an error wrapping checkpoint.ErrUnsupportedVersion", err)
+	if got := gauge(t, reg, "gpuslice_checkpoint_rebuilds_total", map[string]string{"reason": "unknown-format"}); got != 1 {
+		t.Errorf("gpuslice_checkpoint_rebuilds_total{reason=unknown-format} = %v, want 1", got)
 	}
-	if after, _ := os.ReadFile(ckpt); !bytes.Equal(after, newer) {
-		t.Errorf("the checkpoint changed: %s", after)
+	if got := gauge(t, reg, "gpuslice_checkpoint_corruptions_total", nil); got != 0 {
+		t.Errorf("gpuslice_checkpoint_corruptions_total = %v, want 0: a newer format is not a corrupt file", got)
 	}
-	if _, err := os.Stat(ckpt + ".corrupt"); err == nil {
-		t.Error("the checkpoint was taken for a corrupt one and moved")
-	}
-	// back to a plugin that reads the file (here: the same record in the
-	// current format), the claim is still prepared
-	if err := os.WriteFile(ckpt, data, 0o600); err != nil {
+	events, err := e.client.EventsV1().Events(metav1.NamespaceDefault).List(e.ctx, metav1.ListOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	restart(t, e, cfg)
-	assertPreparedOnly(t, cfg, uid)
+	found := false
+	for _, ev := range events.Items {
+		if ev.Regarding.Name == "rollback-node" && ev.Reason == driver.EventReasonCheckpointRebuilt {
+			found = strings.Contains(ev.Note, "unknown-format") && strings.Contains(ev.Note, "1 prepared claims")
+			if !found {
+				t.Errorf("event note %q does not say why and what was rebuilt", ev.Note)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no %s event on the node", driver.EventReasonCheckpointRebuilt)
+	}
 }
 
 // TestMetrics reads the per-claim and per-GPU series of a prepared claim.

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	metaapply "k8s.io/client-go/applyconfigurations/meta/v1"
 	resourceapply "k8s.io/client-go/applyconfigurations/resource/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
@@ -31,6 +33,10 @@ type SliceStatus struct {
 	MemoryLimitBytes    uint64 `json:"memoryLimitBytes"`
 	ComputeSharePercent int    `json:"computeSharePercent"`
 	CDIDevice           string `json:"cdiDevice"`
+	// Sharing is how the slice shares its GPU (partition, any-size,
+	// time-sliced); a time-sliced slice has no limits, whatever the
+	// numbers above say.
+	Sharing string `json:"sharing"`
 }
 
 // ConditionPrepared is the device condition set once the slice is prepared.
@@ -61,6 +67,7 @@ func (p *Plugin) reportStatus(claims map[string]checkpoint.Claim, objects []*res
 func sliceStatus(uid string, d checkpoint.Device) SliceStatus {
 	return SliceStatus{
 		GPUUUID: d.GPUUUID, GPUIndex: d.GPUIndex, MemoryLimitBytes: d.MemoryBytes, ComputeSharePercent: d.Fraction, CDIDevice: cdispec.DeviceID(uid),
+		Sharing: cmp.Or(d.Sharing, contract.SharingPartition),
 	}
 }
 
@@ -77,7 +84,7 @@ func reported(obj *resourceapi.ResourceClaim, uid string, c checkpoint.Claim) bo
 
 func deviceReported(obj *resourceapi.ResourceClaim, uid string, dev checkpoint.Device) bool {
 	for _, d := range obj.Status.Devices {
-		if d.Driver != contract.DriverName || d.Pool != dev.Pool || d.Device != dev.Name || d.Data == nil {
+		if d.Driver != contract.DriverName || d.Pool != dev.Pool || d.Device != dev.Name || ptr.Deref(d.ShareID, "") != dev.ShareID || d.Data == nil {
 			continue
 		}
 		var have SliceStatus
@@ -95,11 +102,17 @@ func (p *Plugin) applyStatus(ctx context.Context, uid string, c checkpoint.Claim
 			return err
 		}
 		msg := fmt.Sprintf("%d MiB and %d%% compute of GPU %s", d.MemoryBytes>>20, d.Fraction, d.GPUUUID)
+		if d.Sharing == contract.SharingTimeSliced {
+			msg = fmt.Sprintf("GPU %s time-sliced, not isolated: no memory limit and no compute share", d.GPUUUID)
+		}
 		if len(c.Devices) > 1 {
 			msg += fmt.Sprintf(", one of the claim's %d GPUs", len(c.Devices))
 		}
-		status.WithDevices(resourceapply.AllocatedDeviceStatus().
-			WithDriver(contract.DriverName).WithPool(d.Pool).WithDevice(d.Name).
+		dev := resourceapply.AllocatedDeviceStatus().WithDriver(contract.DriverName).WithPool(d.Pool).WithDevice(d.Name)
+		if d.ShareID != "" {
+			dev.WithShareID(d.ShareID)
+		}
+		status.WithDevices(dev.
 			WithData(runtime.RawExtension{Raw: data}).
 			WithConditions(metaapply.Condition().
 				WithType(ConditionPrepared).WithStatus(metav1.ConditionTrue).WithReason("SlicePrepared").

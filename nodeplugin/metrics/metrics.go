@@ -18,6 +18,10 @@ type Plugin struct {
 	GPUsPublished    prometheus.Gauge
 	GPUsSkipped      *prometheus.GaugeVec
 	CheckpointErrors prometheus.Counter
+	// CheckpointRebuilds counts rebuilds of the checkpoint from the API
+	// server, by reason: "corrupt", or "unknown-format" (written by a newer
+	// plugin, found after a rollback).
+	CheckpointRebuilds *prometheus.CounterVec
 	// BypassOpen is 1 when the node's container runtime lets images pick
 	// GPUs (NVIDIA_VISIBLE_DEVICES) around the slices.
 	BypassOpen prometheus.Gauge
@@ -43,11 +47,14 @@ func NewPlugin(reg prometheus.Registerer) *Plugin {
 		CheckpointErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gpuslice_checkpoint_corruptions_total", Help: "Times the checkpoint was found corrupt and rebuilt from the API server.",
 		}),
+		CheckpointRebuilds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpuslice_checkpoint_rebuilds_total", Help: "Times the checkpoint was rebuilt from the API server, by reason: corrupt, or unknown-format (written by a newer node plugin).",
+		}, []string{"reason"}),
 		BypassOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gpuslice_node_env_bypass_open", Help: "1 when the node's NVIDIA Container Toolkit lets unprivileged containers pick GPUs with NVIDIA_VISIBLE_DEVICES, around every slice.",
 		}),
 	}
 	reg.MustRegister(m.BypassOpen, m.PrepareSeconds, m.UnprepareSeconds, m.PrepareErrors, m.UnprepareErrors, m.PreparedClaims,
-		m.GPUsPublished, m.GPUsSkipped, m.CheckpointErrors)
+		m.GPUsPublished, m.GPUsSkipped, m.CheckpointErrors, m.CheckpointRebuilds)
 	return m
 }

@@ -33,7 +33,7 @@ func TestSliceModel(t *testing.T) {
 			if len(res.GPUs) != n || len(res.Skipped) != 0 {
 				t.Fatalf("discovered %d GPUs, skipped %v; want %d and none", len(res.GPUs), res.Skipped, n)
 			}
-			dr := publish.Build("node-a", res.GPUs, contract.DefaultFractions)
+			dr := publish.Build("node-a", res.GPUs, publish.Options{Fractions: contract.DefaultFractions})
 			pool, ok := dr.Pools["node-a"]
 			if !ok || len(dr.Pools) != 1 {
 				t.Fatalf("pools %v: want one named after the node", dr.Pools)
@@ -82,7 +82,7 @@ func TestSliceModel(t *testing.T) {
 // classes select on.
 func TestDeviceAttributes(t *testing.T) {
 	res := discover(t, simulate.New(simulate.Spec{Profile: "v100-32gb", Count: 2}, "node-a"))
-	dr := publish.Build("node-a", res.GPUs, []int{25})
+	dr := publish.Build("node-a", res.GPUs, publish.Options{Fractions: []int{25}})
 	d := dr.Pools["node-a"].Slices[3].Devices[2]
 	if d.Name != "gpu-1-25pct-3" {
 		t.Errorf("device name %q, want gpu-1-25pct-3", d.Name)

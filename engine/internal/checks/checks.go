@@ -35,6 +35,7 @@ func Run(s *spec.Stack, t *tables.Set, facts *Facts, skipped string) diag.Diagno
 		c.capacity()
 		c.keda()
 		c.trainingOperator()
+		c.sharing()
 	} else if skipped != "" && len(s.Workloads) > 0 {
 		c.add(diag.Diagnostic{Severity: diag.Warning, Summary: "Cluster checks skipped",
 			Detail: fmt.Sprintf("%s; quota headroom and free slices were not checked. They run at the next plan that reaches the cluster.", skipped)})
@@ -59,13 +60,9 @@ func (c *checker) warnf(w *spec.Workload, attr, summary, format string, args ...
 	c.add(diag.Diagnostic{Severity: diag.Warning, Address: w.Address, Attribute: attr, Summary: summary, Detail: fmt.Sprintf(format, args...)})
 }
 
-// Package is what the checks need to know of a workload's package.
-type Package struct {
-	Name        string
-	GPUModel    string
-	Fraction    int
-	MemoryBytes int64
-}
+// Package is a workload's package as the checks see it: its name, model,
+// kind and slice size, resolved.
+type Package = spec.Package
 
 // packageOf finds the package in the stack, else among the cluster's
 // DeviceClasses (the provider checks one resource at a time).
@@ -74,12 +71,12 @@ func (c *checker) packageOf(name string) *Package { return packageOf(c.stack, c.
 func packageOf(s *spec.Stack, facts *Facts, name string) *Package {
 	for _, p := range s.Packages {
 		if p.Name == name {
-			return &Package{Name: p.Name, GPUModel: p.GPUModel, Fraction: p.Fraction, MemoryBytes: p.MemoryBytes}
+			return p
 		}
 	}
 	if facts != nil {
 		if p, ok := facts.Packages[name]; ok {
-			return &p
+			return p
 		}
 	}
 	return nil

@@ -35,7 +35,7 @@ func goodStack() *spec.Stack {
 }
 
 func emptyFacts() *Facts {
-	return &Facts{ComputeCapability: map[string]string{}, Packages: map[string]Package{}, Quotas: map[string][]Quota{},
+	return &Facts{ComputeCapability: map[string]string{}, Packages: map[string]*Package{}, Quotas: map[string][]Quota{},
 		LimitRanges: map[string]bool{}, Running: map[string]Usage{}}
 }
 

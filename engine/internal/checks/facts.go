@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 
+	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/capacity"
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
 	"github.com/gpuslice/gpuslice/engine/internal/view"
@@ -22,7 +23,7 @@ type Facts struct {
 	ComputeCapability map[string]string
 	// Packages applied to the cluster, from their DeviceClasses: the
 	// provider checks a workload without the package in its stack.
-	Packages map[string]Package
+	Packages map[string]*Package
 	// Quotas by namespace.
 	Quotas map[string][]Quota
 	// LimitRanges by namespace: whether one exists (it can default the
@@ -44,6 +45,17 @@ type Facts struct {
 	// FreeByNode by package, then node: a pod's devices are all on one
 	// node, so a multi-GPU pod needs that many free on one.
 	FreeByNode map[string]map[string]int64
+	// Published is, by GPU model, how many devices of each sharing
+	// (contract.Sharing*) the node plugins publish.
+	Published map[string]map[string]int
+	// MultiAllocDropped is, by GPU model, whether shared devices were
+	// published without allowMultipleAllocations: the API server dropped
+	// it (DRAConsumableCapacity off).
+	MultiAllocDropped map[string]bool
+	// ConsumableCapacity says whether the API server has the
+	// DRAConsumableCapacity feature on; nil when unknown or not asked (no
+	// any-size or time-sliced package).
+	ConsumableCapacity *bool
 }
 
 // Quota is one ResourceQuota.
@@ -74,9 +86,9 @@ func Reads() []view.Resource {
 // packages, and the quotas, limit ranges and workload pods of the
 // workloads' namespaces.
 func Gather(ctx context.Context, v *view.View, s *spec.Stack) (*Facts, error) {
-	f := &Facts{ComputeCapability: map[string]string{}, Packages: map[string]Package{}, Quotas: map[string][]Quota{},
-		LimitRanges: map[string]bool{}, Running: map[string]Usage{}}
-	if len(s.Workloads) == 0 {
+	f := &Facts{ComputeCapability: map[string]string{}, Packages: map[string]*Package{}, Quotas: map[string][]Quota{},
+		LimitRanges: map[string]bool{}, Running: map[string]Usage{}, Published: map[string]map[string]int{}, MultiAllocDropped: map[string]bool{}}
+	if len(s.Workloads) == 0 && !s.HasSharedPackages() {
 		return f, nil
 	}
 	v.Warm(Reads()...)
@@ -89,6 +101,15 @@ func Gather(ctx context.Context, v *view.View, s *spec.Stack) (*Facts, error) {
 			f.ComputeCapability[g.Model] = g.ComputeCapability
 		}
 	}
+	for _, d := range snap.Devices() {
+		if f.Published[d.Model] == nil {
+			f.Published[d.Model] = map[string]int{}
+		}
+		f.Published[d.Model][d.Sharing]++
+		if d.Sharing != contract.SharingPartition && !d.MultipleAllocations {
+			f.MultiAllocDropped[d.Model] = true
+		}
+	}
 	objs, err := v.List(ctx, deviceClasses)
 	if err != nil {
 		return nil, fmt.Errorf("list DeviceClasses: %w", err)
@@ -99,7 +120,7 @@ func Gather(ctx context.Context, v *view.View, s *spec.Stack) (*Facts, error) {
 			return nil, err
 		}
 		if p, err := render.PackageOf(dc); err == nil {
-			f.Packages[p.Name] = Package{Name: p.Name, GPUModel: p.GPUModel, Fraction: p.Fraction, MemoryBytes: p.MemoryBytes}
+			f.Packages[p.Name] = p
 		}
 	}
 	// Free slices of every package the workloads use, honouring the GPUs'
@@ -107,7 +128,7 @@ func Gather(ctx context.Context, v *view.View, s *spec.Stack) (*Facts, error) {
 	f.FreeSlices, f.FreeByNode = map[string]int64{}, map[string]map[string]int64{}
 	for _, w := range s.Workloads {
 		if p := packageOf(s, f, w.Package); p != nil {
-			counts := snap.Package(p.Name, p.GPUModel, p.Fraction)
+			counts := snap.Package(p)
 			f.FreeSlices[p.Name], f.FreeByNode[p.Name] = counts.Free, map[string]int64{}
 			for _, n := range counts.Nodes {
 				f.FreeByNode[p.Name][n.Node] = n.Free

@@ -3,6 +3,7 @@ package checks
 import (
 	"fmt"
 
+	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
 
@@ -13,9 +14,16 @@ func (c *checker) wholeGPUs(w *spec.Workload, pkg *Package) {
 	if w.DevicesPerPod() == 1 || pkg == nil || pkg.Fraction == 100 {
 		return
 	}
+	what := fmt.Sprintf("%d %% of a GPU", pkg.Fraction)
+	switch pkg.Kind() {
+	case contract.SharingAnySize:
+		what = fmt.Sprintf("an any-size slice (%s, %d %% compute)", pkg.Memory, pkg.ComputeShare)
+	case contract.SharingTimeSliced:
+		what = "a time-sliced share of a GPU"
+	}
 	c.errorf(w, "gpus_per_pod", "Several slices of a fractional package",
-		"%s asks for %d devices of %s per pod, but %s is %d %% of a GPU: a fractional slice's memory and compute limits are one budget on one GPU, so a pod takes one slice of it. Use a package with fraction = 100 for several GPUs per pod, or more replicas for more slices",
-		w.Address, w.DevicesPerPod(), pkg.Name, pkg.Name, pkg.Fraction)
+		"%s asks for %d devices of %s per pod, but %s is %s: a fractional slice's memory and compute limits are one budget on one GPU, so a pod takes one slice of it. Use a package with fraction = 100 for several GPUs per pod, or more replicas for more slices",
+		w.Address, w.DevicesPerPod(), pkg.Name, pkg.Name, what)
 }
 
 // beyondGrant reports (as errors) a workload the quota's grant can never

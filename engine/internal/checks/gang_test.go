@@ -41,7 +41,7 @@ func TestMultiGPUChecks(t *testing.T) {
 			detail: "gpuslice_workload.ollama asks for 2 devices of v100-8gi per pod, but v100-8gi is 25 % of a GPU: a fractional slice's memory and compute limits are one budget on one GPU"},
 		{name: "fractional package from the cluster", change: func(s *spec.Stack, w *spec.Workload) { w.GPUsPerPod, s.Packages = 2, nil },
 			facts: func(f *Facts) {
-				f.Packages["v100-8gi"] = Package{Name: "v100-8gi", GPUModel: "Tesla V100-PCIE-32GB", Fraction: 25, MemoryBytes: 8 << 30}
+				f.Packages["v100-8gi"] = &Package{Name: "v100-8gi", GPUModel: "Tesla V100-PCIE-32GB", Fraction: 25, MemoryBytes: 8 << 30}
 			},
 			want: []string{"Error gpus_per_pod: Several slices of a fractional package"}},
 		{name: "four GPUs granted three", change: wholeGPUStack(1, 4, 3), facts: func(*Facts) {},

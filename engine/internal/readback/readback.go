@@ -104,9 +104,13 @@ func Package(ctx context.Context, v *view.View, name string) (*spec.Package, err
 	if err != nil {
 		return nil, err
 	}
-	// Read back is what a configuration holds; the slice's memory is
-	// computed (Resolve) like for any other spec.
-	p.Memory, p.MemoryBytes = "", 0
+	// Read back is what a configuration holds: an any-size package's memory
+	// and compute share; what the other kinds infer from their fraction or
+	// the GPU is inferred again (Resolve), like for any other spec.
+	p.MemoryBytes = 0
+	if p.Kind() != contract.SharingAnySize {
+		p.Memory, p.ComputeShare = "", 0
+	}
 	return p, nil
 }
 

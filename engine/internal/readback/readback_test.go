@@ -24,16 +24,28 @@ import (
 
 func fullPlatform() *spec.Platform {
 	return &spec.Platform{Meta: spec.Meta{Address: "p"}, Namespace: "gpuslice-system", TenantLabel: "example.com/tenant", Fractions: []int{25, 50, 100}, AdmissionPolicies: true,
-		ForceDestroy: true, NodePlugin: &spec.NodePlugin{
+		AnySize: ptr.To(true), TimeSlicing: ptr.To(false), ForceDestroy: true, NodePlugin: &spec.NodePlugin{
 			Image: "registry.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5", ImagePullPolicy: "Always",
 			NodeSelector: map[string]string{"gpu": "v100"}, DriverRoot: "/run/nvidia/driver", ToolkitConfig: "/etc/nvidia/config.toml", SimulatedGPUs: "v100-32gb:2",
 			Env: map[string]string{"HTTPS_PROXY": "http://proxy:3128"}, Tolerations: []spec.Toleration{{Key: "dedicated", Operator: "Equal", Value: "gpu", Effect: "NoExecute"}},
 		}}
 }
 
+// The package fixtures are one of each kind, which together set every
+// field: a kind's fields exclude another's.
 func fullPackage() *spec.Package {
 	return &spec.Package{Meta: spec.Meta{Address: "k"}, Name: "v100-8gi", GPUModel: "Tesla V100-PCIE-32GB", Fraction: 25,
 		ExtendedResourceName: "gpuslice.dev/v100-8gi", MemoryBytes: 8 << 30, Memory: "8Gi", ComputeShare: 25}
+}
+
+func anySizePackage() *spec.Package {
+	return &spec.Package{Meta: spec.Meta{Address: "a"}, Name: "v100-6gi", GPUModel: "Tesla V100-PCIE-32GB", Memory: "6144Mi", ComputeShare: 20,
+		ExtendedResourceName: "gpuslice.dev/v100-6gi", MemoryBytes: 6 << 30}
+}
+
+func timeSlicedPackage() *spec.Package {
+	return &spec.Package{Meta: spec.Meta{Address: "t"}, Name: "v100-shared", GPUModel: "Tesla V100-PCIE-32GB", Sharing: spec.SharingTimeSliced, Replicas: 4,
+		MemoryBytes: 32 << 30, Memory: "32Gi", ComputeShare: 100}
 }
 
 func fullQuota() *spec.Quota {
@@ -92,19 +104,38 @@ func cluster(t *testing.T, s *spec.Stack) *view.View {
 func TestReadBackEveryField(t *testing.T) {
 	ctx := context.Background()
 	platform, pkg, quota := fullPlatform(), fullPackage(), fullQuota()
+	anySize, timeSliced := anySizePackage(), timeSlicedPackage()
 	for _, v := range []any{platform, pkg, quota, fullWorkload(spec.KindDeployment)} {
-		if zero := zeroFields(reflect.ValueOf(v).Elem(), ""); len(zero) > 0 {
+		if zero := zeroFields(reflect.ValueOf(v).Elem(), ""); len(zero) > 0 && v != any(pkg) {
 			t.Fatalf("fixture %T leaves %s unset: set them so readback is tested for them", v, strings.Join(zero, ", "))
 		}
 	}
-	c := cluster(t, &spec.Stack{Name: "s", Platform: platform, Packages: []*spec.Package{pkg}, Quotas: []*spec.Quota{quota}})
+	unset := map[string]int{}
+	for _, p := range []*spec.Package{pkg, anySize, timeSliced} {
+		for _, f := range zeroFields(reflect.ValueOf(p).Elem(), "") {
+			unset[f]++
+		}
+	}
+	for f, n := range unset {
+		if n == 3 {
+			t.Fatalf("no package fixture sets %s: set it in one so readback is tested for it", f)
+		}
+	}
+	c := cluster(t, &spec.Stack{Name: "s", Platform: platform, Packages: []*spec.Package{pkg, anySize, timeSliced}, Quotas: []*spec.Quota{quota}})
 
 	gotPlatform, err := readback.Platform(ctx, c, platform.Namespace, platform)
 	check(t, err, gotPlatform, &spec.Platform{Namespace: platform.Namespace, TenantLabel: platform.TenantLabel, Fractions: platform.Fractions, AdmissionPolicies: true,
-		ForceDestroy: true, NodePlugin: platform.NodePlugin})
+		AnySize: platform.AnySize, TimeSlicing: platform.TimeSlicing, ForceDestroy: true, NodePlugin: platform.NodePlugin})
 
+	// what a configuration holds: a fraction's and a time-sliced package's
+	// memory and compute share are inferred again
 	gotPackage, err := readback.Package(ctx, c, pkg.Name)
 	check(t, err, gotPackage, &spec.Package{Name: pkg.Name, GPUModel: pkg.GPUModel, Fraction: pkg.Fraction, ExtendedResourceName: pkg.ExtendedResourceName})
+	gotPackage, err = readback.Package(ctx, c, anySize.Name)
+	check(t, err, gotPackage, &spec.Package{Name: anySize.Name, GPUModel: anySize.GPUModel, Memory: anySize.Memory, ComputeShare: anySize.ComputeShare,
+		ExtendedResourceName: anySize.ExtendedResourceName})
+	gotPackage, err = readback.Package(ctx, c, timeSliced.Name)
+	check(t, err, gotPackage, &spec.Package{Name: timeSliced.Name, GPUModel: timeSliced.GPUModel, Sharing: timeSliced.Sharing, Replicas: timeSliced.Replicas})
 
 	wantQuota := *quota
 	wantQuota.Meta = spec.Meta{}

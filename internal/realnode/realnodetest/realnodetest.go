@@ -47,6 +47,8 @@ type Options struct {
 	Names     []string
 	GPUs      string
 	Fractions string
+	// PluginArgs are more flags of every node plugin, e.g. --any-size=true.
+	PluginArgs []string
 	// NoNodePlugin leaves the nodes without a node plugin process.
 	NoNodePlugin bool
 }
@@ -99,7 +101,7 @@ func start(c *cluster.Cluster, opts Options, logf func(string, ...any)) (*Env, e
 			PauseImage: images.Pause, Mirrors: env.Registry.Mirrors(), Logf: logf,
 		}
 		if !opts.NoNodePlugin {
-			o.NodePlugin = &realnode.NodePluginOptions{GPUs: gpus, Fractions: opts.Fractions}
+			o.NodePlugin = &realnode.NodePluginOptions{GPUs: gpus, Fractions: opts.Fractions, Args: opts.PluginArgs}
 		}
 		n, err := realnode.Start(ctx, o)
 		if err != nil {

@@ -126,7 +126,8 @@ func (a alsoRequires) ValidateObject(_ context.Context, req validator.ObjectRequ
 }
 
 // flags are the Required/Optional/Computed combination of an attribute:
-// one with a default is optional and computed (the default fills it in).
+// one with a default is optional and computed (the default fills it in),
+// and so is an inferred one (the engine fills it in at plan).
 type flags struct{ required, optional, computed bool }
 
 func flagsOf(a engineschema.Attribute) flags {
@@ -135,7 +136,7 @@ func flagsOf(a engineschema.Attribute) flags {
 		return flags{required: true}
 	case a.Computed:
 		return flags{computed: true}
-	case a.Default != cty.NilVal:
+	case a.Default != cty.NilVal, a.Inferred:
 		return flags{optional: true, computed: true}
 	}
 	return flags{optional: true}

@@ -1,6 +1,6 @@
 # The stack the admission test applies with the engine: a platform with its
 # own tenant label (so the policies bind only the test's namespaces in the
-# control plane the engine tests share), six packages, and a quota that
+# control plane the engine tests share), nine packages of every kind, and a quota that
 # grants four of them and names the tenant users.
 resource "gpuslice_platform" "this" {
   namespace    = "adm-platform"
@@ -49,6 +49,30 @@ resource "gpuslice_package" "l4_whole" {
   fraction  = 100
 }
 
+# Any size: 6 GiB and 20 % of a V100, cut from its any-size device; and a
+# larger one the tenant is not granted.
+resource "gpuslice_package" "any" {
+  name          = "adm-6gi"
+  gpu_model     = "Tesla V100-PCIE-32GB"
+  memory        = "6Gi"
+  compute_share = 20
+}
+
+resource "gpuslice_package" "any_large" {
+  name          = "adm-12gi"
+  gpu_model     = "Tesla V100-PCIE-32GB"
+  memory        = "12Gi"
+  compute_share = 40
+}
+
+# Time-sliced: four slices share each V100 whole, not isolated.
+resource "gpuslice_package" "shared" {
+  name      = "adm-ts"
+  gpu_model = "Tesla V100-PCIE-32GB"
+  sharing   = "time-sliced"
+  replicas  = 4
+}
+
 resource "gpuslice_quota" "tenant" {
   namespace = "adm-tenant"
   slices = {
@@ -57,6 +81,8 @@ resource "gpuslice_quota" "tenant" {
     (gpuslice_package.whole.name)    = 0
     (gpuslice_package.l4.name)       = 2
     (gpuslice_package.l4_whole.name) = 3
+    (gpuslice_package.any.name)      = 2
+    (gpuslice_package.shared.name)   = 1
   }
   cpu_requests    = "8"
   memory_requests = "32Gi"
