@@ -9,6 +9,11 @@
  * its duration later). Events are timestamped when the GPU reaches them in
  * that order. So a process's utilisation is the time its own kernels occupy
  * on that one timeline, and two events around a kernel measure exactly it.
+ *
+ * Memory is also counted per process, for NVML's list of the processes using
+ * the GPU (nvmlDeviceGetComputeRunningProcesses): what the node plugin's
+ * bypass detection reads. A process that dies keeps its memory in mem_used
+ * (the fake frees nothing by itself) but drops out of that list.
  */
 #ifndef FAKEGPU_H
 #define FAKEGPU_H
@@ -20,10 +25,17 @@
 #define FAKE_NAME "Tesla V100-PCIE-32GB"
 #define FAKE_UUID "GPU-5f0c0dd8-6c5e-4c0e-9b6e-0000000000a1"
 #define FAKE_RING 8192
+#define FAKE_PROCS 256
 #define FAKE_MAGIC 0x55504745414b4146ull
 
 struct fake_interval {
 	uint64_t start, end;
+};
+
+struct fake_proc {
+	uint32_t pid; /* 0: free */
+	uint32_t pad;
+	uint64_t used; /* atomic */
 };
 
 struct fake_shared {
@@ -34,6 +46,7 @@ struct fake_shared {
 	uint64_t mem_high;  /* atomic */
 	uint64_t ring_n;    /* intervals ever pushed */
 	struct fake_interval ring[FAKE_RING];
+	struct fake_proc procs[FAKE_PROCS]; /* under mu */
 };
 
 struct fake_shared *fake_shared(void);
@@ -44,5 +57,7 @@ void fake_sleep_until(uint64_t t);
 int fake_mem_reserve(uint64_t n); /* 0 or -1 when the device is full */
 void fake_mem_release(uint64_t n);
 unsigned fake_device_util(uint64_t period_ns); /* percent busy over the last period */
+/* the live processes holding device memory: fills up to max, returns how many there are */
+unsigned fake_processes(struct fake_proc *out, unsigned max);
 
 #endif

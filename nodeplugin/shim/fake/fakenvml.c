@@ -1,5 +1,10 @@
-/* A test-only libnvidia-ml.so.1 for the simulated V100 of fakegpu.h. */
+/*
+ * A test-only libnvidia-ml.so.1 for the simulated V100 of fakegpu.h: what
+ * the shim, gpuslice-smi and the node plugin's own discovery and process
+ * accounting (through go-nvml) read.
+ */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <string.h>
 
 #include "../src/cuda_abi.h"
@@ -129,5 +134,94 @@ API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t
 		return NVML_ERROR_INVALID_ARGUMENT;
 	u->gpu = fake_device_util(100000000ull);
 	u->memory = 0;
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *v)
+{
+	CHECK();
+	if (!v)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*v = 13000; /* what a 580 driver reports */
+	return NVML_SUCCESS;
+}
+API nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *v) { return nvmlSystemGetCudaDriverVersion(v); }
+
+API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *d)
+{
+	CHECK();
+	if (!uuid || !d)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (strcmp(uuid, FAKE_UUID))
+		return NVML_ERROR_NOT_FOUND;
+	*d = &dev0;
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t d, int *major, int *minor)
+{
+	CHECK();
+	if (d != &dev0 || !major || !minor)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*major = 7;
+	*minor = 0;
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t d, unsigned int *arch)
+{
+	CHECK();
+	if (d != &dev0 || !arch)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*arch = NVML_DEVICE_ARCH_VOLTA;
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p)
+{
+	CHECK();
+	if (d != &dev0 || !p)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	memset(p, 0, sizeof *p);
+	p->bus = 0x3b;
+	p->pciDeviceId = 0x1DB610DE;
+	snprintf(p->busIdLegacy, sizeof p->busIdLegacy, "0000:3B:00.0");
+	snprintf(p->busId, sizeof p->busId, "00000000:3B:00.0");
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t d, unsigned int *minor)
+{
+	CHECK();
+	if (d != &dev0 || !minor)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*minor = 0;
+	return NVML_SUCCESS;
+}
+
+/* Volta has no MIG */
+API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *current, unsigned int *pending)
+{
+	CHECK();
+	(void)current, (void)pending;
+	return d == &dev0 ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* the live processes holding memory on the simulated GPU, as the driver lists them */
+API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_t *infos)
+{
+	CHECK();
+	if (d != &dev0 || !count || (*count && !infos))
+		return NVML_ERROR_INVALID_ARGUMENT;
+	struct fake_proc ps[FAKE_PROCS];
+	unsigned n = fake_processes(ps, FAKE_PROCS);
+	if (n > *count) {
+		*count = n;
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	}
+	for (unsigned i = 0; i < n; i++)
+		infos[i] = (nvmlProcessInfo_t){.pid = ps[i].pid, .usedGpuMemory = ps[i].used,
+					       .gpuInstanceId = 0xFFFFFFFFu, .computeInstanceId = 0xFFFFFFFFu};
+	*count = n;
 	return NVML_SUCCESS;
 }

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -89,6 +90,41 @@ void fake_lock(struct fake_shared *s)
 
 void fake_unlock(struct fake_shared *s) { pthread_mutex_unlock(&s->mu); }
 
+/* ---- memory, per process ---- */
+
+static uint64_t proc_key; /* pid << 32 | (index + 1) of this process's entry in procs */
+
+static int alive(uint32_t pid) { return kill((pid_t)pid, 0) == 0 || errno == EPERM; }
+
+/* This process's entry, taken on its first allocation (a forked child takes
+ * its own); NULL when the table is full (the process is then not listed). */
+static struct fake_proc *my_proc(struct fake_shared *s)
+{
+	uint32_t me = (uint32_t)getpid();
+	uint64_t k = __atomic_load_n(&proc_key, __ATOMIC_ACQUIRE);
+	if (k >> 32 == me && (uint32_t)k)
+		return &s->procs[(uint32_t)k - 1];
+	int idx = -1;
+	fake_lock(s);
+	k = __atomic_load_n(&proc_key, __ATOMIC_ACQUIRE); /* another thread of ours took it meanwhile */
+	if (k >> 32 == me && (uint32_t)k)
+		idx = (int)(uint32_t)k - 1;
+	/* a dead process's entry with our PID (PIDs are reused), else a free or dead one */
+	for (unsigned i = 0; i < FAKE_PROCS && idx < 0; i++)
+		if (s->procs[i].pid == me)
+			idx = (int)i;
+	for (unsigned i = 0; i < FAKE_PROCS && idx < 0; i++)
+		if (s->procs[i].pid == 0 || !alive(s->procs[i].pid))
+			idx = (int)i;
+	if (idx >= 0 && k >> 32 != me) {
+		s->procs[idx].pid = me;
+		__atomic_store_n(&s->procs[idx].used, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&proc_key, (uint64_t)me << 32 | (uint64_t)(idx + 1), __ATOMIC_RELEASE);
+	}
+	fake_unlock(s);
+	return idx >= 0 ? &s->procs[idx] : NULL;
+}
+
 int fake_mem_reserve(uint64_t n)
 {
 	struct fake_shared *s = fake_shared();
@@ -100,6 +136,9 @@ int fake_mem_reserve(uint64_t n)
 	uint64_t hw = __atomic_load_n(&s->mem_high, __ATOMIC_RELAXED);
 	while (u + n > hw && !__atomic_compare_exchange_n(&s->mem_high, &hw, u + n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
+	struct fake_proc *p = my_proc(s);
+	if (p)
+		__atomic_fetch_add(&p->used, n, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -110,6 +149,29 @@ void fake_mem_release(uint64_t n)
 	if (u < n)
 		abort(); /* a bug in the fake or a double free it let through */
 	__atomic_fetch_sub(&s->mem_used, n, __ATOMIC_ACQ_REL);
+	struct fake_proc *p = my_proc(s);
+	if (!p)
+		return;
+	uint64_t pu = __atomic_load_n(&p->used, __ATOMIC_RELAXED);
+	while (!__atomic_compare_exchange_n(&p->used, &pu, pu >= n ? pu - n : 0, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+unsigned fake_processes(struct fake_proc *out, unsigned max)
+{
+	struct fake_shared *s = fake_shared();
+	unsigned n = 0;
+	fake_lock(s);
+	for (unsigned i = 0; i < FAKE_PROCS; i++) {
+		struct fake_proc p = {.pid = s->procs[i].pid, .used = __atomic_load_n(&s->procs[i].used, __ATOMIC_RELAXED)};
+		if (!p.pid || !p.used || !alive(p.pid))
+			continue;
+		if (n < max)
+			out[n] = p;
+		n++;
+	}
+	fake_unlock(s);
+	return n;
 }
 
 unsigned fake_device_util(uint64_t period)

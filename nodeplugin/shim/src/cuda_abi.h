@@ -161,6 +161,7 @@ typedef struct nvmlDevice_st *nvmlDevice_t;
 #define NVML_ERROR_UNINITIALIZED 1
 #define NVML_ERROR_INVALID_ARGUMENT 2
 #define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_NOT_FOUND 6
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_ERROR_FUNCTION_NOT_FOUND 13
 #define NVML_ERROR_ARGUMENT_VERSION_MISMATCH 25
@@ -186,5 +187,24 @@ typedef struct {
 	unsigned int gpu;
 	unsigned int memory;
 } nvmlUtilization_t;
+
+typedef struct {
+	char busIdLegacy[16];
+	unsigned int domain;
+	unsigned int bus;
+	unsigned int device;
+	unsigned int pciDeviceId;
+	unsigned int pciSubSystemId;
+	char busId[32];
+} nvmlPciInfo_t;
+
+typedef struct {
+	unsigned int pid;
+	unsigned long long usedGpuMemory;
+	unsigned int gpuInstanceId;
+	unsigned int computeInstanceId;
+} nvmlProcessInfo_t; /* nvmlProcessInfo_v2_t, what the _v3 process lists fill */
+
+#define NVML_DEVICE_ARCH_VOLTA 5
 
 #endif
