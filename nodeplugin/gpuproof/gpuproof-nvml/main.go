@@ -120,7 +120,7 @@ func discoverReport(lib nvml.Interface, res discovery.Result, node string, fract
 			DriverVersion: g.DriverVersion, CUDADriverVersion: g.CUDADriverVersion,
 		})
 	}
-	slices := resourceSlices(publish.Build(node, res.GPUs, fractions), node)
+	slices := resourceSlices(publish.Build(node, res.GPUs, publish.Options{Fractions: fractions, AnySize: contract.DefaultAnySize, TimeSliced: contract.DefaultTimeSlicing}), node)
 	var docs []string
 	for _, s := range slices {
 		b, err := yaml.Marshal(s)
