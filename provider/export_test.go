@@ -5,6 +5,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 
 	"github.com/gpuslice/gpuslice/engine/kube"
+	"github.com/gpuslice/gpuslice/provider/internal/fastpath"
 )
 
 // LastRun returns what the engine of p's last Configure (one Terraform
@@ -33,7 +34,7 @@ func Prefetched(p fwprovider.Provider) int {
 // serves is served by the framework too, and a difference is an error on
 // the request.
 func NewCheckedServer(p fwprovider.Provider) func() (tfprotov6.ProviderServer, error) {
-	return newServer(p, true)
+	return newServer(p, fastpath.Check)
 }
 
 // Served counts the requests of each kind a fast path served.
@@ -42,5 +43,5 @@ type Served struct{ Validate, Upgrade, Read, Plan int64 }
 // FastServed is how many requests p's fast path has served.
 func FastServed(p fwprovider.Provider) Served {
 	f := &p.(*gpusliceProvider).fast
-	return Served{Validate: f.validate.Load(), Upgrade: f.upgrade.Load(), Read: f.read.Load(), Plan: f.plan.Load()}
+	return Served{Validate: f.Validate.Load(), Upgrade: f.Upgrade.Load(), Read: f.Read.Load(), Plan: f.Plan.Load()}
 }

@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -29,15 +31,28 @@ func (r *gpusliceResource) IdentitySchema(_ context.Context, _ resource.Identity
 
 // setIdentity records the identity of the resource whose import ID is id.
 func (r *gpusliceResource) setIdentity(ctx context.Context, identity *tfsdk.ResourceIdentity, id string, diags *diag.Diagnostics) {
+	setIdentityAttributes(ctx, identity, r.identityAttributes(id), diags)
+}
+
+func setIdentityAttributes(ctx context.Context, identity *tfsdk.ResourceIdentity, attrs map[string]string, diags *diag.Diagnostics) {
 	if identity == nil {
 		return
 	}
+	for _, name := range slices.Sorted(maps.Keys(attrs)) {
+		diags.Append(identity.SetAttribute(ctx, path.Root(name), attrs[name])...)
+	}
+}
+
+// identityAttributes are the identity attributes the import ID id names.
+func (r *gpusliceResource) identityAttributes(id string) map[string]string {
+	out := map[string]string{}
 	parts := strings.SplitN(id, "/", len(r.def.Identity))
 	for i, name := range r.def.Identity {
 		if i < len(parts) {
-			diags.Append(identity.SetAttribute(ctx, path.Root(name), parts[i])...)
+			out[name] = parts[i]
 		}
 	}
+	return out
 }
 
 // idFromIdentity is the import ID an identity names.

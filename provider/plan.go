@@ -20,6 +20,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine/plan"
 	engineschema "github.com/gpuslice/gpuslice/engine/schema"
 	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/provider/internal/fastpath"
 	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 )
 
@@ -41,7 +42,9 @@ func (r *gpusliceResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 		v, err := tfvalue.ToCty(req.State.Raw)
 		return v, err == nil && !v.IsNull()
 	}
-	for name, v := range r.planValues(ctx, inferredFromConfig(planned, config, r.def.Block), prior, &resp.Diagnostics) {
+	res := r.planOnce(ctx, inferredFromConfig(planned, config, r.def.Block), prior)
+	resp.Diagnostics.Append(res.Diagnostics...)
+	for name, v := range res.Set {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(name), tfvalue.Primitive(v))...)
 	}
 }
@@ -64,9 +67,25 @@ func inferredFromConfig(planned, config cty.Value, b engineschema.Block) cty.Val
 	return cty.ObjectVal(attrs)
 }
 
+// PlanValue is ModifyPlan of a plan equal to the state, for the fast path.
+func (r *gpusliceResource) PlanValue(ctx context.Context, planned, config cty.Value) fastpath.PlanResult {
+	planned = inferredFromConfig(planned, config, r.def.Block)
+	return r.planOnce(ctx, planned, func() (cty.Value, bool) { return planned, true })
+}
+
+// planOnce is planValues done once per request (fastpath.Once): when
+// ModifyPlan and the fast path both serve it, both answer from one
+// reading of the cluster.
+func (r *gpusliceResource) planOnce(ctx context.Context, planned cty.Value, prior func() (cty.Value, bool)) fastpath.PlanResult {
+	return fastpath.Once(ctx, planned, func() fastpath.PlanResult {
+		var diags diag.Diagnostics
+		set := r.planValues(ctx, planned, prior, &diags)
+		return fastpath.PlanResult{Set: set, Diagnostics: diags}
+	})
+}
+
 // planValues is ModifyPlan on the planned value (prior gives the state's,
-// false on create): the computed attributes to set on the plan. The
-// framework's ModifyPlan and the fast path (server.go) both serve it.
+// false on create): the computed attributes to set on the plan.
 func (r *gpusliceResource) planValues(ctx context.Context, planned cty.Value, prior func() (cty.Value, bool), diags *diag.Diagnostics) map[string]cty.Value {
 	defer r.data.logRequests(ctx, "plan "+r.def.Type)
 	if !argumentsKnown(planned, r.def.Block) {

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -25,6 +24,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine"
 	engineschema "github.com/gpuslice/gpuslice/engine/schema"
 	"github.com/gpuslice/gpuslice/provider/internal/connection"
+	"github.com/gpuslice/gpuslice/provider/internal/fastpath"
 	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 	"github.com/gpuslice/gpuslice/schemas/tables"
 )
@@ -66,7 +66,7 @@ type gpusliceProvider struct {
 	// (server.go) serves them with it.
 	data *clusterData
 	// fast counts the requests the fast path served.
-	fast struct{ validate, upgrade, read, plan atomic.Int64 }
+	fast fastpath.Counts
 }
 
 // currentData is the last Configure's cluster data; nil before one.

@@ -16,39 +16,55 @@ import (
 	"github.com/gpuslice/gpuslice/engine/config"
 	engineschema "github.com/gpuslice/gpuslice/engine/schema"
 	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/provider/internal/fastpath"
 	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 )
 
 func (r *gpusliceResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	if r.data == nil || r.data.engine == nil {
-		return // keep the state as it is until there is a cluster to read
-	}
 	current, err := tfvalue.ToCty(req.State.Raw)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot read the state", err.Error())
 		return
 	}
-	next, id := r.readValue(ctx, current, &resp.Diagnostics)
+	res, ok := r.ReadValue(ctx, current)
+	if !ok {
+		return // keep the state as it is until there is a cluster to read
+	}
+	resp.Diagnostics.Append(res.Diagnostics...)
 	switch {
 	case resp.Diagnostics.HasError():
 		return
-	case next == cty.NilVal:
+	case res.State == cty.NilVal:
 		resp.State.RemoveResource(ctx)
 		return
 	}
-	out, err := tfvalue.FromCty(next, resp.State.Raw.Type())
+	out, err := tfvalue.FromCty(res.State, resp.State.Raw.Type())
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot record the state", err.Error())
 		return
 	}
 	resp.State.Raw = out
-	r.setIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
+	setIdentityAttributes(ctx, resp.Identity, res.Identity, &resp.Diagnostics)
+}
+
+// ReadValue is Read on the state's value, for Read and the fast path
+// alike: done once per request (fastpath.Once), so that when both serve
+// it, both answer from one reading of the cluster. False when there is no
+// cluster to read.
+func (r *gpusliceResource) ReadValue(ctx context.Context, current cty.Value) (fastpath.ReadResult, bool) {
+	if r.data == nil || r.data.engine == nil {
+		return fastpath.ReadResult{}, false
+	}
+	return fastpath.Once(ctx, current, func() fastpath.ReadResult {
+		var diags diag.Diagnostics
+		next, id := r.readValue(ctx, current, &diags)
+		return fastpath.ReadResult{State: next, Identity: r.identityAttributes(id), Diagnostics: diags}
+	}), true
 }
 
 // readValue is Read on the state's value (the engine must be there): the
 // state the cluster gives the resource now and its import ID, or cty.NilVal
-// when its objects are gone. The framework's Read and the fast path
-// (server.go) both serve it.
+// when its objects are gone.
 func (r *gpusliceResource) readValue(ctx context.Context, current cty.Value, diags *diag.Diagnostics) (cty.Value, string) {
 	defer r.data.logRequests(ctx, "read "+r.def.Type)
 	e := r.data.engine

@@ -42,7 +42,7 @@ func TestAlsoRequiresAsTheFrameworks(t *testing.T) {
 		"unknown":  probe(tftypes.NewValue(str, tftypes.UnknownValue), tftypes.NewValue(num, nil), tftypes.NewValue(num, nil)),
 		"unknown2": probe(tftypes.NewValue(str, nil), tftypes.NewValue(num, tftypes.UnknownValue), tftypes.NewValue(num, nil)),
 	}
-	ours := alsoRequires{"path", "port"}
+	ours := AlsoRequires{"path", "port"}
 	theirs := objectvalidator.AlsoRequires(path.MatchRelative().AtName("path"), path.MatchRelative().AtName("port"))
 	if ours.MarkdownDescription(ctx) != theirs.MarkdownDescription(ctx) {
 		t.Errorf("description %q, the framework's %q", ours.MarkdownDescription(ctx), theirs.MarkdownDescription(ctx))
