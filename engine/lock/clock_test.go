@@ -305,3 +305,28 @@ func TestAWriterThatWouldNotWaitWatchesALockThatLooksAbandoned(t *testing.T) {
 		t.Errorf("took over %s after it started watching, want the whole duration (15s)", d)
 	}
 }
+
+// A holder cut off from the cluster gives its lock up after 10 s; when the
+// connection is back, Release removes the Lease, still its own, so the
+// next writer need not watch it for 15 s.
+func TestALockLostToFailedRenewalsIsRemovedOnRelease(t *testing.T) {
+	clustertest.Shared(t)
+	holder := newMachine(t, time.Now(), 0)
+	tl := &timeline{t: t, machines: []*machine{holder}}
+	holder.acquire("lost-renewals", Options{Who: "alice@laptop", Operation: "gpuslice apply"})
+	tl.settle()
+	if holder.err != nil {
+		t.Fatal(holder.err)
+	}
+	holder.cut.Store(true)
+	if !tl.run(DefaultDuration, func() bool { return !holder.holds() }) {
+		t.Fatal("a holder cut off from the cluster never gave its lock up")
+	}
+	holder.cut.Store(false)
+	if err := holder.lock.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := holder.store.Holder(context.Background(), "lost-renewals"); err != nil || h != nil {
+		t.Fatalf("after releasing a lock lost to failed renewals, it is held by %+v (%v)", h, err)
+	}
+}
