@@ -15,6 +15,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine/lock"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/internal/proc/proctest"
+	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
 // stackConfig is one package, one quota and n zero-replica workloads in
@@ -174,9 +175,7 @@ func TestStateLockInTheCLI(t *testing.T) {
 // succeeded after at most one more apply of it — never two successes on
 // a mixed cluster.
 func TestTwoAppliesOfOneStackRace(t *testing.T) {
-	if testing.Short() {
-		t.Skip("10 races per mode")
-	}
+	testenv.Short(t, "10 races per mode")
 	c := clustertest.Shared(t)
 	env := []string{"KUBECONFIG=" + c.KubeconfigPath}
 	base := writeConfig(t, stackConfig("race", 12, "2048"))
