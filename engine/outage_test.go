@@ -11,6 +11,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
 // Issue 17, item 4: the API server crashes (SIGKILL, started again once
@@ -20,9 +21,7 @@ import (
 // inventory equal to what exists. The target alternates between two
 // configurations of one stack, so every apply has 200+ changes to make.
 func TestApplySurvivesOutages(t *testing.T) {
-	if testing.Short() {
-		t.Skip("23 outages of the local control plane")
-	}
+	testenv.Short(t, "23 outages of the local control plane")
 	// A cluster of its own: the outages would disturb the other tests.
 	c := clustertest.Start(t, cluster.Options{})
 	e, err := engine.New(c.RESTConfig(), "")

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
 // repoRoot is the repository's top directory.
@@ -31,7 +33,7 @@ func repoRoot() string {
 func TestAccExamplesOffline(t *testing.T) {
 	needCluster(t)
 	if own {
-		t.Skip("applies the examples' fixed names (team-a, v100-8gi)")
+		testenv.Chosen(t, "not run on the cluster at KUBE_CONFIG_PATH: applies the examples' fixed names (team-a, v100-8gi)")
 	}
 	root := repoRoot()
 	tfrc := install(t)

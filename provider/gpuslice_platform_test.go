@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
 func platformConfig(ns, fractions string) string {
@@ -43,7 +45,7 @@ func platformSettings(ns, fractions string) resource.TestCheckFunc {
 func TestAccPlatform(t *testing.T) {
 	needCluster(t)
 	if own {
-		t.Skip("changes cluster-wide settings")
+		testenv.Chosen(t, "not run on the cluster at KUBE_CONFIG_PATH: changes cluster-wide settings")
 	}
 	const ns = "acc-platform"
 	resource.Test(t, resource.TestCase{
@@ -140,7 +142,7 @@ func pluginImage(ns, image string) resource.TestCheckFunc {
 func TestAccPlatformNodePlugin(t *testing.T) {
 	needCluster(t)
 	if own {
-		t.Skip("changes cluster-wide settings")
+		testenv.Chosen(t, "not run on the cluster at KUBE_CONFIG_PATH: changes cluster-wide settings")
 	}
 	const ns = "acc-nodeplugin"
 	v1 := "registry.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5"

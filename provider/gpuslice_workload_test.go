@@ -16,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
 func workloadConfig(ns, kind, image, context string) string {
@@ -89,7 +91,7 @@ func controllerImage(ns, kind, name, want string) resource.TestCheckFunc {
 func TestAccWorkload(t *testing.T) {
 	needCluster(t)
 	if own {
-		t.Skip("waits for a slice of the simulated GPUs the local control plane publishes")
+		testenv.Chosen(t, "not run on the cluster at KUBE_CONFIG_PATH: waits for a slice of the simulated GPUs the local control plane publishes")
 	}
 	const ns = "acc-workload"
 	status := []string{"phase", "reason", "claim", "node", "device"}
@@ -212,7 +214,7 @@ func TestAccWorkloadInvalid(t *testing.T) {
 func TestAccWorkloadTimeout(t *testing.T) {
 	needCluster(t)
 	if own {
-		t.Skip("relies on nodes that never run pods")
+		testenv.Chosen(t, "not run on the cluster at KUBE_CONFIG_PATH: relies on nodes that never run pods")
 	}
 	const ns = "acc-timeout"
 	config := strings.Replace(workloadConfig(ns, "deployment", "ollama/ollama:0.24.0", "16384"), `wait_for  = "scheduled"`, `wait_for  = "ready"

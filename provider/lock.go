@@ -34,7 +34,7 @@ func lockResource(ctx context.Context, e *engine.Engine, r spec.Resource, operat
 	var held *lock.HeldError
 	if errors.As(err, &held) {
 		held.Hint = fmt.Sprintf("Another writer is changing this resource's objects (stack %s). Wait for it to finish and apply again. "+
-			"If the holder is gone (killed, crashed), its lock expires %s after its last renewal; `gpuslice force-unlock %s` removes it at once.",
+			"If the holder is gone (killed, crashed), apply again in %s: a lock that looks abandoned is watched and taken over once it stays unrenewed that long; `gpuslice force-unlock %s` removes it at once.",
 			stack, held.Holder.Duration.Round(time.Second), stack)
 		return nil, held
 	}
@@ -44,6 +44,6 @@ func lockResource(ctx context.Context, e *engine.Engine, r spec.Resource, operat
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = l.Release(ctx) // if this fails, the lock expires by itself
+		_ = l.Release(ctx) // if this fails, the next writer takes it over once unrenewed
 	}, nil
 }

@@ -33,7 +33,7 @@ func newInterrupts(parent context.Context, stderr io.Writer, name string) *inter
 		first := true
 		for sig := range in.sigs {
 			if !first {
-				fmt.Fprintf(stderr, "\nTwo interrupts received. Exiting immediately. The state lock (if held) expires by itself; run plan to see what was applied.\n")
+				fmt.Fprintf(stderr, "\nTwo interrupts received. Exiting immediately. The state lock (if held) is taken over by the next writer after 15 s unrenewed; run plan to see what was applied.\n")
 				os.Exit(1)
 			}
 			first = false

@@ -39,7 +39,12 @@ func (lf *lockFlags) acquire(ctx context.Context, stderr io.Writer, e *engine.En
 		return &held{stderr: stderr}, nil
 	}
 	path, _ := filepath.Abs(dir)
-	l, err := e.Locks().Acquire(ctx, stack, lock.Options{Operation: operation, Path: path, Timeout: lf.timeout, Waiting: func(h lock.Info) {
+	l, err := e.Locks().Acquire(ctx, stack, lock.Options{Operation: operation, Path: path, Timeout: lf.timeout, Waiting: func(h lock.Info, abandoned bool) {
+		if abandoned {
+			fmt.Fprintf(stderr, "Acquiring state lock. This may take a few moments... (stack %s is locked by %s (%s), who last renewed it at %s by its clock and looks gone: "+
+				"taking the lock over unless it is renewed within %s)\n", stack, h.Who, h.Operation, h.Renewed.Local().Format(time.RFC3339), h.Duration)
+			return
+		}
 		fmt.Fprintf(stderr, "Acquiring state lock. This may take a few moments... (stack %s is locked by %s (%s) since %s; waiting up to %s)\n",
 			stack, h.Who, h.Operation, h.Created.Local().Format(time.RFC3339), lf.timeout)
 	}})
@@ -47,8 +52,8 @@ func (lf *lockFlags) acquire(ctx context.Context, stderr io.Writer, e *engine.En
 		return nil, err
 	}
 	if l.TookOver != nil {
-		fmt.Fprintf(stderr, "Warning: took over the expired state lock of stack %s from %s (%s), which stopped renewing it at %s: that writer was killed or lost the cluster; run plan to see what it left.\n",
-			stack, l.TookOver.Who, l.TookOver.Operation, l.TookOver.Renewed.Local().Format(time.RFC3339))
+		fmt.Fprintf(stderr, "Warning: took over the state lock of stack %s from %s (%s), which was not renewed for %s (its last renewal: %s by its clock): that writer was killed or lost the cluster; run plan to see what it left.\n",
+			stack, l.TookOver.Who, l.TookOver.Operation, l.TookOver.Duration, l.TookOver.Renewed.Local().Format(time.RFC3339))
 	}
 	return &held{l: l, stderr: stderr}, nil
 }
@@ -70,8 +75,7 @@ func (h *held) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := h.l.Release(ctx); err != nil {
-		fmt.Fprintf(h.stderr, "Warning: releasing the state lock of stack %s failed: %v\nIt expires by itself %s after its last renewal; `gpuslice force-unlock %s` removes it at once.\n",
-			h.l.Stack(), err, h.l.Info().Duration, h.l.Stack())
+		fmt.Fprintf(h.stderr, "Warning: releasing the state lock of stack %s failed: %v\n", h.l.Stack(), err)
 	}
 }
 
@@ -82,7 +86,7 @@ func newForceUnlockCommand() *cobra.Command {
 		Use:   "force-unlock STACK",
 		Short: "Remove a stack's state lock whoever holds it (only when its holder is gone)",
 		Long: "Removes the stack's state lock, like terraform force-unlock. Only do this when the holder is gone (killed, its machine lost): " +
-			"a holder still running notices at its next renewal and stops applying. A holder that stopped renewing loses its lock by itself once it expires.",
+			"a holder still running notices at its next renewal and stops applying. A holder that stopped renewing loses its lock by itself: the next writer takes it over after watching it unrenewed for its duration (15 s).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stack := args[0]
@@ -91,7 +95,7 @@ func newForceUnlockCommand() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			holder, expired, err := e.Locks().Holder(cmd.Context(), stack)
+			holder, err := e.Locks().Holder(cmd.Context(), stack)
 			if err != nil {
 				return err
 			}
@@ -99,11 +103,7 @@ func newForceUnlockCommand() *cobra.Command {
 				fmt.Fprintf(out, "Stack %s is not locked.\n", stack)
 				return nil
 			}
-			state := "held"
-			if expired {
-				state = "expired"
-			}
-			fmt.Fprintf(out, "The state lock of stack %s (%s):\n%s\n", stack, state, holder.Describe(time.Now()))
+			fmt.Fprintf(out, "The state lock of stack %s:\n%s\n", stack, holder.Describe(time.Now()))
 			ok, err := confirm(cmd, force, "Do you really want to force-unlock? gpuslice will remove the lock whoever holds it; a writer still running stops at its next renewal.")
 			if err != nil {
 				return err

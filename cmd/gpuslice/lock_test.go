@@ -15,6 +15,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine/lock"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/internal/proc/proctest"
+	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
 // stackConfig is one package, one quota and n zero-replica workloads in
@@ -113,7 +114,7 @@ func TestStateLockInTheCLI(t *testing.T) {
 	if cmd.ProcessState.ExitCode() != 0 || !strings.Contains(buf.String(), "Apply complete") {
 		t.Fatalf("apply waiting for the lock: exit %d\n%s", cmd.ProcessState.ExitCode(), buf.String())
 	}
-	if h, _, err := e.Locks().Holder(ctx, "lockcli"); err != nil || h != nil {
+	if h, err := e.Locks().Holder(ctx, "lockcli"); err != nil || h != nil {
 		t.Fatalf("after apply the lock is held by %+v (%v)", h, err)
 	}
 
@@ -137,6 +138,29 @@ func TestStateLockInTheCLI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("plan after apply: exit %d\n%s", code, out)
 	}
+
+	// A writer killed while holding the lock: the next apply, without
+	// -lock-timeout, sees a lock that looks abandoned, watches it for its
+	// duration and takes it over, saying from whom.
+	l, err = e.Locks().Acquire(ctx, "lockcli", lock.Options{Who: "carol@laptop", Operation: "gpuslice apply", Duration: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Abandon()
+	h, err := e.Locks().Holder(ctx, "lockcli")
+	if err != nil || h == nil {
+		t.Fatalf("the killed writer's lock: %v %v", h, err)
+	}
+	for time.Since(h.Renewed) <= h.Duration { // its last renewal, by this very machine's clock
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, code = run(t, env, "apply", dir, "-stack", "lockcli", "-auto-approve", "-no-wait")
+	if code != 0 || !strings.Contains(out, "is locked by carol@laptop (gpuslice apply), who last renewed it at") ||
+		!strings.Contains(out, "looks gone: taking the lock over unless it is renewed within 2s") ||
+		!strings.Contains(out, "Warning: took over the state lock of stack lockcli from carol@laptop (gpuslice apply)") {
+		t.Fatalf("apply after its holder was killed: exit %d\n%s", code, out)
+	}
+
 	out, code = run(t, env, "destroy", dir, "-stack", "lockcli", "-auto-approve", "-lock=false")
 	if code != 0 || !strings.Contains(out, "Warning: -lock=false") || !strings.Contains(out, "Destroy complete") {
 		t.Fatalf("destroy -lock=false: exit %d\n%s", code, out)
@@ -151,9 +175,7 @@ func TestStateLockInTheCLI(t *testing.T) {
 // succeeded after at most one more apply of it — never two successes on
 // a mixed cluster.
 func TestTwoAppliesOfOneStackRace(t *testing.T) {
-	if testing.Short() {
-		t.Skip("10 races per mode")
-	}
+	testenv.Short(t, "10 races per mode")
 	c := clustertest.Shared(t)
 	env := []string{"KUBECONFIG=" + c.KubeconfigPath}
 	base := writeConfig(t, stackConfig("race", 12, "2048"))

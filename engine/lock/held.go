@@ -13,7 +13,7 @@ import (
 )
 
 // Lock is a held lock. Release it when done; Lost is closed if it is lost
-// before (taken over after a renewal failure, or removed by force-unlock).
+// before (taken over, removed by force-unlock, or not renewed in time).
 type Lock struct {
 	store Store
 	stack string
@@ -21,14 +21,19 @@ type Lock struct {
 	// TookOver is the holder whose expired lock this one took over.
 	TookOver *Info
 
-	mu        sync.Mutex
-	lease     *coordinationv1.Lease
+	mu    sync.Mutex
+	lease *coordinationv1.Lease
+	// lastRenew is when the last acknowledged write of the lease was sent,
+	// by this machine's clock: no waiter can have seen it earlier.
 	lastRenew time.Time
 	lost      chan struct{}
 	lostErr   error
-	stop      chan struct{}
-	done      chan struct{}
-	released  bool
+	// taken: the lease is someone else's (taken over, removed), so
+	// Release leaves it alone.
+	taken    bool
+	stop     chan struct{}
+	done     chan struct{}
+	released bool
 }
 
 func (s Store) hold(stack string, mine Info, lease *coordinationv1.Lease, prev *Info) *Lock {
@@ -55,7 +60,7 @@ func (l *Lock) Err() error {
 }
 
 // Context returns a context that is cancelled, with Err as its cause,
-// when the lock is lost.
+// when the lock is lost: the holder's writes stop there.
 func (l *Lock) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	go func() {
@@ -68,30 +73,52 @@ func (l *Lock) Context(parent context.Context) (context.Context, context.CancelF
 	return ctx, func() { cancel(nil) }
 }
 
-func (l *Lock) lose(err error) {
+func (l *Lock) lose(err error, taken bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lostErr == nil {
-		l.lostErr = err
+		l.lostErr, l.taken = err, taken
 		close(l.lost)
 	}
 }
 
-// renew renews the lease every third of its duration until Release. When
-// renewals fail for two thirds of it, the lock is declared lost: the lease
-// expires for other writers only a third later, so this holder has stopped
-// before anyone else may start.
+// renewDeadline is how long after its last acknowledged renewal the
+// holder gives the lock up: two thirds of the duration, so it has stopped
+// a third of it before any waiter, which counts the whole duration from
+// when it saw that renewal, may take over.
+func (l *Lock) renewDeadline() time.Duration { return l.info.Duration * 2 / 3 }
+
+// renew renews the lease every third of its duration until Release, and
+// declares the lock lost when it has not managed to for renewDeadline.
+// Every wait and request is cut at that deadline, so a hung request does
+// not carry the holder past it.
 func (l *Lock) renew() {
 	defer close(l.done)
+	clk := l.store.clock()
 	period := l.info.Duration / 3
 	next := period
+	var lastErr error
 	for {
-		select {
-		case <-l.stop:
-			return
-		case <-time.After(next):
+		l.mu.Lock()
+		last := l.lastRenew
+		l.mu.Unlock()
+		left := l.renewDeadline() - clk.Since(last)
+		if left > 0 {
+			t := clk.NewTimer(min(next, left))
+			select {
+			case <-l.stop:
+				t.Stop()
+				return
+			case <-t.C():
+			}
+			left = l.renewDeadline() - clk.Since(last)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), period)
+		if left <= 0 {
+			l.lose(fmt.Errorf("lost the state lock of stack %q: it could not be renewed for %s (%v); this writer stops before another may take the lock over, %s after a waiter last saw it renewed",
+				l.stack, clk.Since(last).Round(time.Second), lastErr, l.info.Duration), false)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), min(period, left))
 		err := l.renewOnce(ctx)
 		cancel()
 		var taken *takenError
@@ -99,17 +126,11 @@ func (l *Lock) renew() {
 		case err == nil:
 			next = period
 		case errors.As(err, &taken):
-			l.lose(err)
+			l.lose(err, true)
 			return
 		default:
-			l.mu.Lock()
-			since := time.Since(l.lastRenew)
-			l.mu.Unlock()
-			if since > l.info.Duration*2/3 {
-				l.lose(fmt.Errorf("lost the state lock of stack %q: it could not be renewed for %s (%v), and another writer may take it over once it expires", l.stack, since.Round(time.Second), err))
-				return
-			}
-			next = time.Second // try again soon: the lease is running out
+			lastErr = err
+			next = time.Second // try again soon: the deadline is coming
 		}
 	}
 }
@@ -119,17 +140,18 @@ type takenError struct{ msg string }
 func (e *takenError) Error() string { return e.msg }
 
 func (l *Lock) renewOnce(ctx context.Context) error {
+	clk := l.store.clock()
 	leases := l.store.Client.CoordinationV1().Leases(l.store.Namespace)
 	l.mu.Lock()
 	next := l.lease.DeepCopy()
 	l.mu.Unlock()
 	for attempt := 0; ; attempt++ {
-		now := time.Now()
-		next.Spec.RenewTime = &metav1.MicroTime{Time: now}
+		sent := clk.Now()
+		next.Spec.RenewTime = &metav1.MicroTime{Time: sent}
 		updated, err := leases.Update(ctx, next, metav1.UpdateOptions{})
 		if err == nil {
 			l.mu.Lock()
-			l.lease, l.lastRenew = updated, now
+			l.lease, l.lastRenew = updated, sent
 			l.mu.Unlock()
 			return nil
 		}
@@ -155,8 +177,10 @@ func (l *Lock) renewOnce(ctx context.Context) error {
 }
 
 // Release stops renewing and removes the lock, retrying while the API
-// server cannot be reached and the lease has not expired anyway. A lock
-// already lost is not removed (it is someone else's now).
+// server cannot be reached and the renew deadline has not passed. A lock
+// taken over or removed is left alone (it is someone else's now); one
+// lost because its renewals failed is removed if it is still this
+// holder's, so the next writer need not wait for it.
 func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Lock()
 	if l.released {
@@ -167,14 +191,21 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Unlock()
 	close(l.stop)
 	<-l.done
-	if l.Err() != nil {
+	l.mu.Lock()
+	lost, taken := l.lostErr != nil, l.taken
+	l.mu.Unlock()
+	if lost {
+		if !taken {
+			l.store.unwind(l.stack, l.info.ID)
+		}
 		return nil
 	}
+	clk := l.store.clock()
 	leases := l.store.Client.CoordinationV1().Leases(l.store.Namespace)
 	var lastErr error
 	for {
 		l.mu.Lock()
-		cur, deadline := l.lease, l.lastRenew.Add(l.info.Duration)
+		cur, last := l.lease, l.lastRenew
 		l.mu.Unlock()
 		err := leases.Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cur.UID, ResourceVersion: &cur.ResourceVersion}})
 		switch {
@@ -194,28 +225,27 @@ func (l *Lock) Release(ctx context.Context) error {
 			err = gerr
 		}
 		lastErr = err
-		if time.Now().Add(time.Second).After(deadline) {
+		if clk.Since(last)+time.Second > l.renewDeadline() {
 			break
 		}
+		t := clk.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return l.releaseError(context.Cause(ctx))
-		case <-time.After(time.Second):
+		case <-t.C():
 		}
 	}
 	return l.releaseError(lastErr)
 }
 
 func (l *Lock) releaseError(err error) error {
-	l.mu.Lock()
-	expires := l.lastRenew.Add(l.info.Duration)
-	l.mu.Unlock()
-	return &wrapped{fmt.Sprintf("Error releasing the state lock of stack %q: %v\nThe lock (ID %s) expires by itself at %s; to remove it sooner, run `gpuslice force-unlock %s`",
-		l.stack, err, l.info.ID, expires.Local().Format(time.RFC3339), l.stack), err}
+	return &wrapped{fmt.Sprintf("Error releasing the state lock of stack %q: %v\nThe lock (ID %s) is taken over by the next writer that waits for it once that writer has seen it unrenewed for %s; to remove it sooner, run `gpuslice force-unlock %s`",
+		l.stack, err, l.info.ID, l.info.Duration, l.stack), err}
 }
 
-// Abandon stops renewing without releasing, as a killed holder would; the
-// lock expires after its duration. For tests.
+// Abandon stops renewing without releasing, as a killed holder would; a
+// waiter takes the lock over after its duration. For tests.
 func (l *Lock) Abandon() {
 	l.mu.Lock()
 	if l.released {

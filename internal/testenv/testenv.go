@@ -1,7 +1,16 @@
-// Package testenv holds the one rule every test follows when the machine
-// lacks what it needs (a built tool, gcc, root, writable cgroups): skip with
-// the reason on a developer's machine, fail under CI=true, so a broken CI
-// machine can never pass by skipping.
+// Package testenv is where every test skip goes, so that the two kinds
+// stay apart:
+//
+//   - Unavailable: the machine lacks what the test needs (a built tool,
+//     gcc, root, unshare, writable cgroups). Skip with the reason on a
+//     developer's machine, fail under CI=true, so a broken CI machine can
+//     never pass by skipping.
+//   - Short and Chosen: the person running chose to leave the test out
+//     (go test -short; KUBE_CONFIG_PATH pointing the provider's tests at
+//     their own cluster). These skip everywhere, CI included: nothing is
+//     missing.
+//
+// No test calls t.Skip itself (TestSkipsGoThroughTestenv checks).
 package testenv
 
 import (
@@ -33,4 +42,21 @@ func UnavailableReason(format string, args ...any) string {
 		os.Exit(1)
 	}
 	return reason
+}
+
+// Short skips tb under go test -short, saying why it is left out (it is
+// slow, or needs the local control plane).
+func Short(tb testing.TB, why string) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip(why + "; run without -short")
+	}
+}
+
+// Chosen skips tb because of a choice of the person running it, never of
+// something missing: e.g. a test that changes cluster-wide settings is
+// not run on a user's own cluster (KUBE_CONFIG_PATH).
+func Chosen(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	tb.Skipf(format, args...)
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuslice/gpuslice/internal/testenv"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/internal/shimtest"
 )
@@ -123,7 +124,7 @@ func TestSharedBudgetAndKill(t *testing.T) {
 // there), sharing one claim.
 func TestSharedBudgetAcrossPIDNamespaces(t *testing.T) {
 	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("unshare not found")
+		testenv.Unavailable(t, "unshare not found (util-linux): cannot run processes in their own PID namespaces")
 	}
 	var flags []string
 	for _, f := range [][]string{{"--pid", "--fork", "--kill-child"}, {"--pid", "--fork", "--kill-child", "--map-root-user"}} {
@@ -134,7 +135,7 @@ func TestSharedBudgetAcrossPIDNamespaces(t *testing.T) {
 	}
 	if flags == nil {
 		out, _ := exec.Command("unshare", "--pid", "--fork", "true").CombinedOutput()
-		t.Skipf("this machine does not allow PID namespaces (%s)", strings.TrimSpace(string(out)))
+		testenv.Unavailable(t, "this machine does not allow PID namespaces (%s)", strings.TrimSpace(string(out)))
 	}
 	wrap := func(c *exec.Cmd) *exec.Cmd {
 		w := exec.Command("unshare", append(flags, c.Args[0], "interactive")...)

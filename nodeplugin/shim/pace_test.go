@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuslice/gpuslice/internal/testenv"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/internal/shimtest"
 )
 
@@ -61,9 +62,7 @@ func runTenants(t *testing.T, ts []tenant, w0, w1 time.Duration) ([]float64, err
 // Four tenants at 25 %, each launching flat out, with different kernel sizes
 // and launch APIs: each gets 25 % ± 5 percentage points over a 10 s window.
 func TestComputeShareFourTenants(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 12 s")
-	}
+	testenv.Short(t, "takes 12 s")
 	ts := []tenant{{"kernel", 500, 25, false}, {"ex", 1000, 25, false}, {"coop", 2000, 25, false}, {"graph", 4000, 25, false}}
 	shares, err := runTenants(t, ts, time.Second, 11*time.Second)
 	if err != nil {
@@ -85,9 +84,7 @@ func TestComputeShareFourTenants(t *testing.T) {
 // measures the pacing, not the simulator); a lone tenant is held to its share
 // unless the platform allows bursting.
 func TestComputeShareControlsAndBurst(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 3 s")
-	}
+	testenv.Short(t, "takes 3 s")
 	// three simulated GPUs side by side
 	groups := [][]tenant{
 		{{"kernel", 500, 0, false}, {"ex", 1000, 0, false}, {"coop", 2000, 0, false}, {"graph", 4000, 0, false}},

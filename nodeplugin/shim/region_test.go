@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/internal/testenv"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/internal/shimtest"
 )
@@ -45,7 +46,7 @@ func TestConfiguration(t *testing.T) {
 	}
 
 	if _, err := os.Stat(filepath.Join(contract.ContainerAccountingDir, contract.RegionFile)); err == nil {
-		t.Skipf("%s exists on this machine; cannot test an unconfigured process", contract.ContainerAccountingDir)
+		testenv.Unavailable(t, "%s exists on this machine (a node of a cluster with the shim?); cannot test an unconfigured process", contract.ContainerAccountingDir)
 	}
 	cmd := e.Command(true, "gs_probe", "info")
 	var env []string

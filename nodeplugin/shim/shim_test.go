@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/internal/testenv"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/internal/shimtest"
 )
@@ -208,7 +209,7 @@ func TestForkedWorker(t *testing.T) {
 func TestPreloadFile(t *testing.T) {
 	e := shimtest.NewEnv(t, slice)
 	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("unshare not found: cannot try /etc/ld.so.preload without changing this machine's /etc")
+		testenv.Unavailable(t, "unshare not found (util-linux): cannot try /etc/ld.so.preload without changing this machine's /etc")
 	}
 	etc := t.TempDir()
 	if err := os.WriteFile(filepath.Join(etc, "ld.so.preload"), []byte(e.Library()+"\n"), 0o644); err != nil {
@@ -242,7 +243,7 @@ env -u GPUSLICE_MEMORY_LIMIT -u GPUSLICE_ACCOUNTING_DIR -u GPUSLICE_CONTEXT_OVER
 		}
 	}
 	if err != nil && strings.Contains(string(out), "unshare:") {
-		t.Skipf("this machine does not allow a private mount namespace (%s); /etc/ld.so.preload is untested here", strings.TrimSpace(string(out)))
+		testenv.Unavailable(t, "this machine does not allow a private mount namespace (%s); /etc/ld.so.preload is untested here", strings.TrimSpace(string(out)))
 	}
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)

@@ -29,9 +29,7 @@ var (
 // current is the provider's schema as bin/tofu reports it, read once.
 func current(t *testing.T) []byte {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the provider and runs bin/tofu; run without -short")
-	}
+	testenv.Short(t, "builds the provider and runs bin/tofu")
 	tofu := filepath.Join(repoRoot(), "bin", "tofu")
 	if _, err := os.Stat(tofu); err != nil {
 		testenv.Unavailable(t, "%s not built (run make tools)", tofu)

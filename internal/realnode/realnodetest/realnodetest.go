@@ -151,7 +151,7 @@ func (e *Env) Node(name string) *realnode.Node {
 
 var (
 	shared     *Env
-	skipReason = "needs real nodes; run without -short"
+	skipReason = "no real nodes: this package's TestMain does not call realnodetest.Main"
 )
 
 // Main runs a test package against one control plane and the real nodes
@@ -198,9 +198,7 @@ func Main(m *testing.M, opts Options) int {
 func Shared(tb testing.TB) *Env {
 	tb.Helper()
 	if shared == nil {
-		if testing.Short() {
-			tb.Skip(skipReason)
-		}
+		testenv.Short(tb, "needs real nodes")
 		testenv.Unavailable(tb, "%s", skipReason)
 	}
 	return shared
