@@ -114,9 +114,7 @@ var fraction = regexp.MustCompile(`= ([0-9.]+) of the loop without the shim`)
 // itself against ±5 points on a real GPU; on this shared machine they are
 // held to sanity bounds here.
 func TestProofOnSimulatedDriver(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes about 30 s")
-	}
+	testenv.Short(t, "takes about 30 s")
 	prerequisites(t)
 	r, err := proof(t, buildNVML(t))
 	if !strings.Contains(r.text, "driver: SIMULATED") {
@@ -229,9 +227,7 @@ func TestProofOnSimulatedDriver(t *testing.T) {
 // allocation goes past the slice and a second process gets more than the
 // budget leaves.
 func TestProofFailsWithoutEnforcement(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes about 20 s")
-	}
+	testenv.Short(t, "takes about 20 s")
 	prerequisites(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "inert.c")
