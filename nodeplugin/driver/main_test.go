@@ -154,11 +154,20 @@ func (e *env) startPluginWith(node string, gpus int, o publish.Options) (*driver
 
 // class creates a device class for the V100 fraction, as the engine renders it.
 func (e *env) class(fraction int) string {
-	name := fmt.Sprintf("%s-%dpct", e.ns, fraction)
+	return e.classWith(fmt.Sprintf("%s-%dpct", e.ns, fraction), render.Selector(simulate.V100PCIe32GB.Name, fraction))
+}
+
+// sharedClass creates a device class for the V100's any-size or
+// time-sliced device, as the engine renders it.
+func (e *env) sharedClass(sharing string) string {
+	return e.classWith(e.ns+"-"+sharing, render.SharedSelector(simulate.V100PCIe32GB.Name, sharing))
+}
+
+func (e *env) classWith(name, selector string) string {
 	_, err := e.client.ResourceV1().DeviceClasses().Create(e.ctx, &resourcev1.DeviceClass{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
-			CEL: &resourcev1.CELDeviceSelector{Expression: render.Selector(simulate.V100PCIe32GB.Name, fraction)},
+			CEL: &resourcev1.CELDeviceSelector{Expression: selector},
 		}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -203,10 +212,26 @@ func (e *env) runPod(name, class, node string) string {
 // multi-GPU pod).
 func (e *env) runPodN(name, class, node string, count int64) string {
 	e.tb.Helper()
+	return e.runPodWith(name, node, resourcev1.ExactDeviceRequest{DeviceClassName: class, Count: count})
+}
+
+// runPodCapacity is runPod asking for capacity of a shared device, e.g.
+// memory=6Gi, compute=20.
+func (e *env) runPodCapacity(name, class, node string, requests map[string]string) string {
+	e.tb.Helper()
+	r := resourcev1.ExactDeviceRequest{DeviceClassName: class, Count: 1, Capacity: &resourcev1.CapacityRequirements{Requests: map[resourcev1.QualifiedName]resource.Quantity{}}}
+	for k, v := range requests {
+		r.Capacity.Requests[resourcev1.QualifiedName(k)] = resource.MustParse(v)
+	}
+	return e.runPodWith(name, node, r)
+}
+
+func (e *env) runPodWith(name, node string, exactly resourcev1.ExactDeviceRequest) string {
+	e.tb.Helper()
 	_, err := e.client.ResourceV1().ResourceClaimTemplates(e.ns).Create(e.ctx, &resourcev1.ResourceClaimTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{contract.LabelPackage: class}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{contract.LabelPackage: exactly.DeviceClassName}},
 		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class, Count: count}}},
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &exactly}},
 		}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
