@@ -331,9 +331,10 @@ func (s *Snapshot) Package(pkg *spec.Package) Package {
 			}
 			nc.Published += slicesIn(d.capacity, map[string]int64{}, want)
 			free := slicesIn(d.capacity, used, want)
-			if len(d.shares) == 0 {
-				// its first share charges the GPU's counters in full
-				free = fits(d, left, free)
+			if len(d.shares) == 0 && fits(d, left, 1) == 0 {
+				// its first share charges the GPU's counters in full,
+				// which a partition or another kind's share holds
+				free = 0
 			}
 			nc.Free += free
 		}

@@ -40,6 +40,9 @@ type Options struct {
 	Timeout time.Duration
 	// Logf, when set, receives one line per start-up step.
 	Logf func(format string, args ...any)
+	// FeatureGates, e.g. "DRAConsumableCapacity=false", are passed to the
+	// API server, the scheduler and the controller-manager alike.
+	FeatureGates string
 }
 
 // Cluster is a running control plane. Use Stop to tear it down.
@@ -60,12 +63,21 @@ type Cluster struct {
 	procs     []*proc.Process // in start order: etcd first
 	client    kubernetes.Interface
 	logf      func(string, ...any)
+	gates     string
 
 	mu        sync.Mutex
 	nodes     []string
 	stopOnce  sync.Once
 	stopBeats context.CancelFunc
 	beatsDone chan struct{}
+}
+
+// featureGates is the --feature-gates flag of every component, if any.
+func (c *Cluster) featureGates() []string {
+	if c.gates == "" {
+		return nil
+	}
+	return []string{"--feature-gates=" + c.gates}
 }
 
 // Start runs etcd, kube-apiserver, kube-scheduler and
@@ -103,7 +115,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 
-	c := &Cluster{logf: logf}
+	c := &Cluster{logf: logf, gates: opts.FeatureGates}
 	if opts.Dir == "" {
 		dir, err := os.MkdirTemp("", "gpuslice-cluster-")
 		if err != nil {
@@ -191,7 +203,7 @@ func (c *Cluster) start(ctx context.Context, bins map[string]string, apiPort int
 	}
 
 	c.logf("starting kube-apiserver on %s", c.Host)
-	apiserver, err := c.run(KubeAPIServer, bins[KubeAPIServer], []string{
+	apiserver, err := c.run(KubeAPIServer, bins[KubeAPIServer], append([]string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -213,7 +225,7 @@ func (c *Cluster) start(ctx context.Context, bins map[string]string, apiPort int
 		// exec) at their InternalIP.
 		"--kubelet-preferred-address-types=InternalIP,Hostname",
 		"--profiling=false",
-	}, logDir)
+	}, c.featureGates()...), logDir)
 	if err != nil {
 		return err
 	}
@@ -229,6 +241,7 @@ func (c *Cluster) start(ctx context.Context, bins map[string]string, apiPort int
 		"--bind-address=127.0.0.1",
 		"--profiling=false",
 	}
+	common = append(common, c.featureGates()...)
 	c.logf("starting kube-scheduler and kube-controller-manager")
 	scheduler, err := c.run(KubeScheduler, bins[KubeScheduler], append([]string{
 		"--secure-port=" + strconv.Itoa(schedPort),

@@ -1,0 +1,94 @@
+// Package simnode runs simulated GPU nodes on the local control plane for
+// tests and benchmarks that need many nodes cheaply: a Node object with no
+// kubelet (pods bound to it never run) whose GPUs are published by the
+// node plugin's own code — discovery of simulated V100s through go-nvml's
+// mock, publish.Build, and the resourceslice controller that the kubelet
+// plugin helper runs — so the scheduler sees exactly what a real node
+// plugin would publish.
+package simnode
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/internal/cluster"
+	"github.com/gpuslice/gpuslice/nodeplugin/discovery"
+	"github.com/gpuslice/gpuslice/nodeplugin/publish"
+	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
+)
+
+// Node is a simulated node publishing its GPUs.
+type Node struct {
+	Name string
+	// Devices is how many devices the node publishes.
+	Devices int
+	ctrl    *resourceslice.Controller
+}
+
+// Start registers a Ready node on c named name with the simulated GPUs of
+// gpus and starts publishing them as o says, without waiting for the
+// slices (Published waits for every node's).
+func Start(ctx context.Context, c *cluster.Cluster, name string, gpus simulate.Spec, o publish.Options) (*Node, error) {
+	n, err := c.AddNode(ctx, cluster.NodeSpec{Name: name})
+	if err != nil {
+		return nil, err
+	}
+	found, err := discovery.Discover(simulate.New(gpus, name))
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", name, err)
+	}
+	resources := publish.Build(name, found.GPUs, o)
+	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
+		DriverName: contract.DriverName, KubeClient: c.Client(),
+		Owner:     &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: name, UID: n.UID},
+		Resources: &resources,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node %s: publish: %w", name, err)
+	}
+	return &Node{Name: name, Devices: len(publish.Devices(found.GPUs, o)), ctrl: ctrl}, nil
+}
+
+// Stop stops publishing; the slices stay until the Node goes.
+func (n *Node) Stop() { n.ctrl.Stop() }
+
+// Published waits until the API server holds every device of nodes and
+// returns how long that took from start.
+func Published(ctx context.Context, client kubernetes.Interface, nodes []*Node, start time.Time, timeout time.Duration) (time.Duration, error) {
+	want := map[string]int{}
+	for _, n := range nodes {
+		want[n.Name] = n.Devices
+	}
+	var missing int
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: resourcev1.ResourceSliceSelectorDriver + "=" + contract.DriverName})
+		if err != nil {
+			return false, err
+		}
+		got := map[string]int{}
+		for _, s := range list.Items {
+			if s.Spec.NodeName != nil {
+				got[*s.Spec.NodeName] += len(s.Spec.Devices)
+			}
+		}
+		missing = 0
+		for name, w := range want {
+			if got[name] != w {
+				missing++
+			}
+		}
+		return missing == 0, nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("waiting for %d simulated nodes' ResourceSlices: %d not published: %w", len(nodes), missing, err)
+	}
+	return time.Since(start), nil
+}
