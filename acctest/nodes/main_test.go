@@ -35,5 +35,6 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "build gpuslice: %v\n%s", err, out)
 		return 1
 	}
-	return realnodetest.Main(m, realnodetest.Options{Names: []string{"real-1"}})
+	// Every kind of slice: partitions, any-size and time-sliced devices.
+	return realnodetest.Main(m, realnodetest.Options{Names: []string{"real-1"}, PluginArgs: []string{"--any-size=true", "--time-slicing=true"}})
 }
