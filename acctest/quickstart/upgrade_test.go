@@ -1,0 +1,178 @@
+package quickstart
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+	"github.com/gpuslice/gpuslice/internal/testenv"
+)
+
+// previousRelease is the commit of the last provider before any-size
+// packages (0.1.0 as it shipped): the state the upgrade test starts from
+// is that provider's.
+const previousRelease = "29a6e704f5ed1da02c41ffeb065f3160b3f92570"
+
+// installPrevious builds the previous release's provider with its own
+// `make install` from the repository's history (git archive: the checkout
+// is left alone) into bin/previous/<commit>, once, and returns the CLI
+// configuration that installs it.
+func installPrevious(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "bin", "previous", previousRelease)
+	rc := filepath.Join(dir, "gpuslice.tfrc")
+	if _, err := os.Stat(rc); err == nil {
+		return rc
+	}
+	if out, err := exec.Command("git", "-C", root, "cat-file", "-e", previousRelease+"^{commit}").CombinedOutput(); err != nil {
+		testenv.Unavailable(t, "the previous release %s is not in this clone's history (%v: %s); clone with history", previousRelease, err, out)
+	}
+	src := t.TempDir()
+	archive := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, previousRelease, src)
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("extract the previous release: %v\n%s", err, out)
+	}
+	tmp := dir + ".tmp"
+	os.RemoveAll(tmp)
+	install := exec.Command("make", "-s", "install", "MIRROR="+filepath.Join(tmp, "mirror"), "TFRC="+filepath.Join(tmp, "gpuslice.tfrc"))
+	install.Dir = src
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("make install of the previous release: %v\n%s", err, out)
+	}
+	// The CLI configuration names the mirror's final place.
+	conf, err := os.ReadFile(filepath.Join(tmp, "gpuslice.tfrc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "gpuslice.tfrc"), []byte(strings.ReplaceAll(string(conf), tmp, dir)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// upgradeHCL is a configuration the previous release served: fraction
+// packages, a quota and a workload on them.
+const upgradeHCL = `
+terraform {
+  required_providers {
+    gpuslice = { source = "registry.terraform.io/gpuslice/gpuslice" }
+  }
+}
+provider "gpuslice" {}
+
+resource "gpuslice_package" "quarter" {
+  name      = "upgrade-8gi"
+  gpu_model = "Tesla V100-PCIE-32GB"
+  fraction  = 25
+}
+resource "gpuslice_package" "whole" {
+  name                   = "upgrade-32gi"
+  gpu_model              = "Tesla V100-PCIE-32GB"
+  fraction               = 100
+  extended_resource_name = "gpuslice.dev/upgrade-32gi"
+}
+resource "gpuslice_quota" "team" {
+  namespace       = "upgrade"
+  slices          = { (gpuslice_package.quarter.name) = 2, (gpuslice_package.whole.name) = 1 }
+  cpu_requests    = "4"
+  memory_requests = "8Gi"
+}
+resource "gpuslice_workload" "app" {
+  namespace = gpuslice_quota.team.namespace
+  name      = "app"
+  package   = gpuslice_package.quarter.name
+  wait_for  = "none"
+  container {
+    image          = "ollama/ollama:0.24.0"
+    cpu_request    = "500m"
+    memory_request = "1Gi"
+    env            = { OLLAMA_CONTEXT_LENGTH = "8192" }
+  }
+}
+output "memory" {
+  value = gpuslice_package.quarter.memory
+}
+`
+
+// TestUpgradeFromThePreviousRelease: a configuration of fraction packages,
+// a quota and a workload applied by the previous release's provider plans
+// with no change once the provider is upgraded — from the state that
+// provider wrote, both with a refresh and without one — and what it read
+// (a package's memory) stays the same.
+func TestUpgradeFromThePreviousRelease(t *testing.T) {
+	c := clustertest.Shared(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(upgradeHCL), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := func(rc string) []string {
+		return append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "KUBE_CONFIG_PATH="+c.KubeconfigPath, "TF_IN_AUTOMATION=1",
+			"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9")
+	}
+	old := tofuIn(t, dir, env(installPrevious(t)))
+	if out, code := old("init", "-input=false", "-no-color"); code != 0 {
+		t.Fatalf("tofu init with the previous release: exit %d\n%s", code, out)
+	}
+	if out, code := old("apply", "-auto-approve", "-input=false", "-no-color"); code != 0 || !strings.Contains(out, "Apply complete! Resources: 4 added") {
+		t.Fatalf("tofu apply with the previous release: exit %d\n%s", code, out)
+	}
+	t.Cleanup(func() {
+		if out, code := old("destroy", "-auto-approve", "-input=false", "-no-color"); code != 0 {
+			t.Errorf("destroy: exit %d\n%s", code, out)
+		}
+	})
+
+	// The upgrade: this provider, built as make install builds it, in
+	// place of the previous one. The two share version 0.1.0 (no release
+	// was cut since), so the lock file is made afresh as for a new version.
+	os.Remove(filepath.Join(dir, ".terraform.lock.hcl"))
+	os.RemoveAll(filepath.Join(dir, ".terraform", "providers"))
+	current := tofuIn(t, dir, env(install(t)))
+	if out, code := current("init", "-input=false", "-no-color"); code != 0 {
+		t.Fatalf("tofu init with this provider: exit %d\n%s", code, out)
+	}
+	for _, args := range [][]string{{}, {"-refresh=false"}} {
+		out, code := current(append([]string{"plan", "-detailed-exitcode", "-input=false", "-no-color", "-out=upgrade.plan"}, args...)...)
+		if code != 0 {
+			t.Errorf("plan %v after the upgrade: exit %d, want 0 (no changes)\n%s", args, code, out)
+		}
+		show, _ := current("show", "-json", "upgrade.plan")
+		var plan struct {
+			ResourceChanges []struct {
+				Address string `json:"address"`
+				Change  struct {
+					Actions []string `json:"actions"`
+				} `json:"change"`
+			} `json:"resource_changes"`
+		}
+		if err := json.Unmarshal([]byte(show), &plan); err != nil {
+			t.Fatalf("tofu show -json: %v\n%s", err, show)
+		}
+		if len(plan.ResourceChanges) != 4 {
+			t.Errorf("plan %v covers %d resources, want 4", args, len(plan.ResourceChanges))
+		}
+		for _, rc := range plan.ResourceChanges {
+			if len(rc.Change.Actions) != 1 || rc.Change.Actions[0] != "no-op" {
+				t.Errorf("plan %v after the upgrade: %s %v, want no-op", args, rc.Address, rc.Change.Actions)
+			}
+		}
+	}
+	if out, code := current("apply", "-auto-approve", "-input=false", "-no-color"); code != 0 || !strings.Contains(out, "Resources: 0 added, 0 changed, 0 destroyed") {
+		t.Fatalf("apply after the upgrade: exit %d\n%s", code, out)
+	}
+	if out, _ := current("output", "-raw", "memory"); out != "8Gi" {
+		t.Errorf("output memory after the upgrade = %q, want 8Gi", out)
+	}
+}
+
