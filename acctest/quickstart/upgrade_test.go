@@ -175,4 +175,3 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 		t.Errorf("output memory after the upgrade = %q, want 8Gi", out)
 	}
 }
-
