@@ -138,7 +138,8 @@ func (r *gpusliceResource) planValues(ctx context.Context, planned cty.Value, pr
 		for name, v := range r.unknownOnChange(target) {
 			set[name] = v
 		}
-		diags.AddWarning("Objects changed outside Terraform", "apply restores them:\n"+describeChanges(p))
+		diags.AddWarning("Objects differ from what gpuslice renders", "they were changed outside Terraform, or this version of gpuslice renders them differently "+
+			"(after an upgrade, e.g. a new admission policy); apply brings them in line:\n"+describeChanges(p))
 	}
 	return set
 }
