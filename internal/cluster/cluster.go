@@ -43,6 +43,11 @@ type Options struct {
 	// FeatureGates, e.g. "DRAConsumableCapacity=false", are passed to the
 	// API server, the scheduler and the controller-manager alike.
 	FeatureGates string
+	// ClientQPS raises the scheduler's and the controller-manager's client
+	// rate limits (--kube-api-qps, burst twice it) from their defaults (50
+	// and 20 requests/s), as Kubernetes' scheduler_perf does, so that a
+	// benchmark measures scheduling rather than the client's throttle.
+	ClientQPS int
 }
 
 // Cluster is a running control plane. Use Stop to tear it down.
@@ -64,6 +69,7 @@ type Cluster struct {
 	client    kubernetes.Interface
 	logf      func(string, ...any)
 	gates     string
+	qps       int
 
 	mu        sync.Mutex
 	nodes     []string
@@ -115,7 +121,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 
-	c := &Cluster{logf: logf, gates: opts.FeatureGates}
+	c := &Cluster{logf: logf, gates: opts.FeatureGates, qps: opts.ClientQPS}
 	if opts.Dir == "" {
 		dir, err := os.MkdirTemp("", "gpuslice-cluster-")
 		if err != nil {
@@ -242,6 +248,9 @@ func (c *Cluster) start(ctx context.Context, bins map[string]string, apiPort int
 		"--profiling=false",
 	}
 	common = append(common, c.featureGates()...)
+	if c.qps > 0 {
+		common = append(common, "--kube-api-qps="+strconv.Itoa(c.qps), "--kube-api-burst="+strconv.Itoa(2*c.qps))
+	}
 	c.logf("starting kube-scheduler and kube-controller-manager")
 	scheduler, err := c.run(KubeScheduler, bins[KubeScheduler], append([]string{
 		"--secure-port=" + strconv.Itoa(schedPort),

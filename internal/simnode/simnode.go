@@ -10,6 +10,7 @@ package simnode
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
@@ -28,8 +29,9 @@ import (
 // Node is a simulated node publishing its GPUs.
 type Node struct {
 	Name string
-	// Devices is how many devices the node publishes.
-	Devices int
+	// Devices are the names of the devices the node publishes.
+	Devices []string
+	gpus    []discovery.GPU
 	ctrl    *resourceslice.Controller
 }
 
@@ -54,16 +56,33 @@ func Start(ctx context.Context, c *cluster.Cluster, name string, gpus simulate.S
 	if err != nil {
 		return nil, fmt.Errorf("node %s: publish: %w", name, err)
 	}
-	return &Node{Name: name, Devices: len(publish.Devices(found.GPUs, o)), ctrl: ctrl}, nil
+	return &Node{Name: name, Devices: names(publish.Devices(found.GPUs, o)), gpus: found.GPUs, ctrl: ctrl}, nil
+}
+
+// Publish makes the node offer its GPUs as o says instead (the slices
+// change as a restarted plugin with other flags would change them).
+func (n *Node) Publish(o publish.Options) {
+	resources := publish.Build(n.Name, n.gpus, o)
+	n.Devices = names(publish.Devices(n.gpus, o))
+	n.ctrl.Update(&resources)
+}
+
+func names(devs []publish.Device) []string {
+	out := make([]string, len(devs))
+	for i, d := range devs {
+		out[i] = d.Name
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Stop stops publishing; the slices stay until the Node goes.
 func (n *Node) Stop() { n.ctrl.Stop() }
 
-// Published waits until the API server holds every device of nodes and
-// returns how long that took from start.
+// Published waits until the API server holds exactly the devices of nodes
+// and returns how long that took from start.
 func Published(ctx context.Context, client kubernetes.Interface, nodes []*Node, start time.Time, timeout time.Duration) (time.Duration, error) {
-	want := map[string]int{}
+	want := map[string][]string{}
 	for _, n := range nodes {
 		want[n.Name] = n.Devices
 	}
@@ -73,15 +92,20 @@ func Published(ctx context.Context, client kubernetes.Interface, nodes []*Node, 
 		if err != nil {
 			return false, err
 		}
-		got := map[string]int{}
+		got := map[string][]string{}
 		for _, s := range list.Items {
-			if s.Spec.NodeName != nil {
-				got[*s.Spec.NodeName] += len(s.Spec.Devices)
+			if s.Spec.NodeName == nil {
+				continue
+			}
+			for _, d := range s.Spec.Devices {
+				got[*s.Spec.NodeName] = append(got[*s.Spec.NodeName], d.Name)
 			}
 		}
 		missing = 0
 		for name, w := range want {
-			if got[name] != w {
+			g := got[name]
+			slices.Sort(g)
+			if !slices.Equal(g, w) {
 				missing++
 			}
 		}
