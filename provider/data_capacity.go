@@ -27,6 +27,7 @@ type packageCapacityModel struct {
 	Name      types.String  `tfsdk:"name"`
 	GPUModel  types.String  `tfsdk:"gpu_model"`
 	Fraction  types.Int64   `tfsdk:"fraction"`
+	Sharing   types.String  `tfsdk:"sharing"`
 	Published types.Int64   `tfsdk:"published"`
 	Allocated types.Int64   `tfsdk:"allocated"`
 	Free      types.Int64   `tfsdk:"free"`
@@ -57,7 +58,8 @@ func (d *capacityDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 	pkgAttrs := countAttributes()
 	pkgAttrs["name"] = schema.StringAttribute{Computed: true, MarkdownDescription: "Package (DeviceClass) name."}
 	pkgAttrs["gpu_model"] = schema.StringAttribute{Computed: true, MarkdownDescription: "GPU model of the package."}
-	pkgAttrs["fraction"] = schema.Int64Attribute{Computed: true, MarkdownDescription: "Percent of a GPU one slice gets."}
+	pkgAttrs["fraction"] = schema.Int64Attribute{Computed: true, MarkdownDescription: "Percent of a GPU one slice of a fraction package gets; 0 for the other kinds."}
+	pkgAttrs["sharing"] = schema.StringAttribute{Computed: true, MarkdownDescription: "The package's kind: `partition` (a fraction), `any-size` or `time-sliced`. For the last two, `published` is how many slices the GPUs could hold were they empty."}
 	pkgAttrs["nodes"] = schema.ListNestedAttribute{Computed: true, MarkdownDescription: "The same counts per node, by node name.",
 		NestedObject: schema.NestedAttributeObject{Attributes: nodeAttrs}}
 	resp.Schema = schema.Schema{
@@ -109,7 +111,7 @@ func (d *capacityDataSource) Read(ctx context.Context, req datasource.ReadReques
 			continue
 		}
 		found = true
-		pm := packageCapacityModel{Name: types.StringValue(p.Name), GPUModel: types.StringValue(p.GPUModel), Fraction: types.Int64Value(int64(p.Fraction)),
+		pm := packageCapacityModel{Name: types.StringValue(p.Name), GPUModel: types.StringValue(p.GPUModel), Fraction: types.Int64Value(int64(p.Fraction)), Sharing: types.StringValue(p.Sharing),
 			Published: types.Int64Value(p.Published), Allocated: types.Int64Value(p.Allocated), Free: types.Int64Value(p.Free), Nodes: []countsModel{}}
 		for _, n := range p.Nodes {
 			pm.Nodes = append(pm.Nodes, countsModel{Node: types.StringValue(n.Node), Published: types.Int64Value(n.Published), Allocated: types.Int64Value(n.Allocated), Free: types.Int64Value(n.Free)})

@@ -48,6 +48,11 @@ type Options struct {
 	// and 20 requests/s), as Kubernetes' scheduler_perf does, so that a
 	// benchmark measures scheduling rather than the client's throttle.
 	ClientQPS int
+	// Controllers is the controller-manager's --controllers, e.g.
+	// "*,-node-lifecycle-controller" for a benchmark whose simulated nodes
+	// must not be marked unreachable when a loaded machine renews their
+	// leases late. Empty: every default controller.
+	Controllers string
 }
 
 // Cluster is a running control plane. Use Stop to tear it down.
@@ -68,14 +73,23 @@ type Cluster struct {
 	procs     []*proc.Process // in start order: etcd first
 	client    kubernetes.Interface
 	logf      func(string, ...any)
-	gates     string
-	qps       int
+	gates       string
+	qps         int
+	controllers string
 
 	mu        sync.Mutex
 	nodes     []string
 	stopOnce  sync.Once
 	stopBeats context.CancelFunc
 	beatsDone chan struct{}
+}
+
+// controllerFlags is the controller-manager's --controllers, if set.
+func (c *Cluster) controllerFlags() []string {
+	if c.controllers == "" {
+		return nil
+	}
+	return []string{"--controllers=" + c.controllers}
 }
 
 // featureGates is the --feature-gates flag of every component, if any.
@@ -121,7 +135,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 
-	c := &Cluster{logf: logf, gates: opts.FeatureGates, qps: opts.ClientQPS}
+	c := &Cluster{logf: logf, gates: opts.FeatureGates, qps: opts.ClientQPS, controllers: opts.Controllers}
 	if opts.Dir == "" {
 		dir, err := os.MkdirTemp("", "gpuslice-cluster-")
 		if err != nil {
@@ -261,7 +275,7 @@ func (c *Cluster) start(ctx context.Context, bins map[string]string, apiPort int
 	controllers, err := c.run(KubeControllerManager, bins[KubeControllerManager], append([]string{
 		"--secure-port=" + strconv.Itoa(cmPort),
 		"--service-account-private-key-file=" + keys.SAPrivateKey,
-	}, common...), logDir)
+	}, append(common, c.controllerFlags()...)...), logDir)
 	if err != nil {
 		return err
 	}
