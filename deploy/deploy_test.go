@@ -105,12 +105,14 @@ func TestManifestContent(t *testing.T) {
 	if ds == nil || role == nil {
 		t.FailNow()
 	}
-	// The plugin's writes: ResourceSlices only; claims are read.
+	// The plugin's writes: ResourceSlices, and the Events it records on its
+	// Node (created, never changed); claims are read.
 	for _, r := range role.Rules {
 		for _, res := range r.Resources {
 			writes := slices.ContainsFunc(r.Verbs, func(v string) bool { return v == "create" || v == "delete" || v == "*" })
-			if writes && res != "resourceslices" {
-				t.Errorf("role may %v %s: only ResourceSlices are the plugin's to create or delete", r.Verbs, res)
+			event := res == "events" && slices.Equal(r.APIGroups, []string{"events.k8s.io"}) && slices.Equal(r.Verbs, []string{"create"})
+			if writes && res != "resourceslices" && !event {
+				t.Errorf("role may %v %s: only ResourceSlices are the plugin's to create or delete, and Events to create", r.Verbs, res)
 			}
 			if res == "resourceclaims/driver" && (!slices.Equal(r.ResourceNames, []string{"gpuslice.dev"}) || !slices.Contains(r.Verbs, "associated-node:update")) {
 				t.Errorf("resourceclaims/driver rule %+v: want associated-node verbs for gpuslice.dev only", r)

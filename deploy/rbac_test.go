@@ -12,6 +12,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -122,6 +123,18 @@ func TestRBACAndPolicy(t *testing.T) {
 	}
 	if _, err := sa.ResourceV1().ResourceClaims(namespace).Create(ctx, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
 		t.Errorf("creating a claim as the plugin: %v, want forbidden", err)
+	}
+
+	// Warning Events on its Node (a rebuilt checkpoint, an open toolkit
+	// configuration) are the plugin's to record.
+	event := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "node-a-checkpoint-", Namespace: metav1.NamespaceDefault},
+		EventTime:  metav1.NewMicroTime(time.Now()), ReportingController: "gpuslice.dev/nodeplugin", ReportingInstance: "gpuslice-nodeplugin-node-a",
+		Action: "RebuildCheckpoint", Reason: driver.EventReasonCheckpointRebuilt, Type: corev1.EventTypeWarning,
+		Regarding: corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: "node-a"}, Note: "rebuilt",
+	}
+	if _, err := sa.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, event, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("recording an Event on its Node as the plugin: %v", err)
 	}
 
 	// A workload's claim on node A: the plugin prepares it and, through the

@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,7 +38,39 @@ import (
 const namespace = "gpuslice-system"
 
 func TestMain(m *testing.M) {
-	os.Exit(realnodetest.Main(m, realnodetest.Options{Names: []string{"ds-1", "ds-2"}, NoNodePlugin: true}))
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "gpuslice-cli-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	cliPath = filepath.Join(dir, "gpuslice")
+	return realnodetest.Main(m, realnodetest.Options{Names: []string{"ds-1", "ds-2"}, NoNodePlugin: true})
+}
+
+var (
+	cliPath  string
+	cliOnce  sync.Once
+	cliBuild error
+)
+
+// gpusliceCLI builds the gpuslice CLI, once, for the tests that apply
+// stacks the way users do.
+func gpusliceCLI(t *testing.T) string {
+	t.Helper()
+	cliOnce.Do(func() {
+		if out, err := exec.Command("go", "build", "-o", cliPath, "github.com/gpuslice/gpuslice/cmd/gpuslice").CombinedOutput(); err != nil {
+			cliBuild = fmt.Errorf("build gpuslice: %v\n%s", err, out)
+		}
+	})
+	if cliBuild != nil {
+		t.Fatal(cliBuild)
+	}
+	return cliPath
 }
 
 // values are the chart's values for the local cluster: the image from the
@@ -70,6 +104,48 @@ func install(t *testing.T, client kubernetes.Interface, vals map[string]any) {
 			t.Fatalf("%T: %v", o, err)
 		}
 	}
+}
+
+// uninstall deletes the chart's objects install applied and waits until
+// no plugin pod is left: the next test installs the node plugin its own
+// way, and two plugins must not serve one node.
+func uninstall(t *testing.T, client kubernetes.Interface) {
+	t.Helper()
+	objs, err := deploy.Render(namespace, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, o := range objs {
+		var err error
+		del := metav1.DeleteOptions{}
+		switch v := o.(type) {
+		case *corev1.ServiceAccount:
+			err = client.CoreV1().ServiceAccounts(v.Namespace).Delete(ctx, v.Name, del)
+		case *rbacv1.ClusterRole:
+			err = client.RbacV1().ClusterRoles().Delete(ctx, v.Name, del)
+		case *rbacv1.ClusterRoleBinding:
+			err = client.RbacV1().ClusterRoleBindings().Delete(ctx, v.Name, del)
+		case *admissionv1.ValidatingAdmissionPolicy:
+			err = client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, v.Name, del)
+		case *admissionv1.ValidatingAdmissionPolicyBinding:
+			err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, v.Name, del)
+		case *appsv1.DaemonSet:
+			err = client.AppsV1().DaemonSets(v.Namespace).Delete(ctx, v.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+		default:
+			err = fmt.Errorf("no delete for %T", o)
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("uninstall the node plugin: %v", err)
+		}
+	}
+	realnodetest.Eventually(t, 2*time.Minute, "the node plugin pods gone", func() (bool, string) {
+		pods, err := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: pluginSelector})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items))
+	})
 }
 
 func apply(ctx context.Context, client kubernetes.Interface, o runtime.Object) error {
@@ -110,7 +186,7 @@ func pluginPods(t *testing.T, env *realnodetest.Env, image string) map[string]co
 	client := env.Cluster.Client()
 	out := map[string]corev1.Pod{}
 	realnodetest.Eventually(t, 3*time.Minute, "plugin pods running "+image+" and slices published", func() (bool, string) {
-		pods, err := client.CoreV1().Pods(namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gpuslice-nodeplugin"})
+		pods, err := client.CoreV1().Pods(namespace).List(context.Background(), metav1.ListOptions{LabelSelector: pluginSelector})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -148,6 +224,7 @@ func TestNodePluginDaemonSet(t *testing.T) {
 	client := env.Cluster.Client()
 	v1 := env.PushNodePlugin(t, "0.1.0")
 	install(t, client, values(env.Cluster, v1))
+	t.Cleanup(func() { uninstall(t, client) })
 	pods := pluginPods(t, env, v1)
 	t.Logf("plugin pods: %d", len(pods))
 

@@ -301,6 +301,10 @@ func (n *Node) CDIDir() string { return n.l.cdiDir() }
 // AccountingDir holds one accounting directory per prepared claim.
 func (n *Node) AccountingDir() string { return n.l.accountingDir() }
 
+// StateDir is the node plugin's state directory (--state-dir): its
+// checkpoint, ld.so.preload file and shim libraries.
+func (n *Node) StateDir() string { return n.l.pluginState() }
+
 // KubeletRoot is the kubelet's --root-dir.
 func (n *Node) KubeletRoot() string { return n.l.kubeletRoot() }
 
