@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
 
+	"github.com/gpuslice/gpuslice/acctest/previous"
 	"github.com/gpuslice/gpuslice/internal/images"
 	"github.com/gpuslice/gpuslice/internal/realnode"
 	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
@@ -41,7 +42,7 @@ import (
 // release unprepares claims the other prepared.
 func TestNodePluginUpgradeAndRollback(t *testing.T) {
 	env := realnodetest.Shared(t)
-	previous := pushPreviousNodePlugin(t, env, "0.1.0-"+previousRelease[:7])
+	previous := pushPreviousNodePlugin(t, env, "0.1.0-"+previous.Commit[:7])
 	current := env.PushNodePlugin(t, "0.1.0")
 	s := newStack(t, env, "ds-upgrade")
 
@@ -79,7 +80,7 @@ func TestNodePluginUpgradeAndRollback(t *testing.T) {
 // file and stops without touching it, so rolling forward again recovers.
 func TestRollbackOverNewerCheckpoint(t *testing.T) {
 	env := realnodetest.Shared(t)
-	previous := pushPreviousNodePlugin(t, env, "0.1.0-"+previousRelease[:7])
+	previous := pushPreviousNodePlugin(t, env, "0.1.0-"+previous.Commit[:7])
 	current := env.PushNodePlugin(t, "0.1.0")
 	s := newStack(t, env, "ds-newer")
 	ctx := context.Background()

@@ -2,24 +2,18 @@ package quickstart
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/gpuslice/gpuslice/acctest/previous"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
-	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
-// previousRelease is the commit of the last provider before any-size
-// packages (0.1.0 as it shipped): the state the upgrade test starts from
-// is that provider's.
-const previousRelease = "29a6e704f5ed1da02c41ffeb065f3160b3f92570"
-
 // installPrevious builds the previous release's provider with its own
-// `make install` from the repository's history (git archive: the checkout
-// is left alone) into bin/previous/<commit>, once, and returns the CLI
+// `make install` (once: previous.Built caches it) and returns a CLI
 // configuration that installs it.
 func installPrevious(t *testing.T) string {
 	t.Helper()
@@ -27,35 +21,12 @@ func installPrevious(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(root, "bin", "previous", previousRelease)
-	rc := filepath.Join(dir, "gpuslice.tfrc")
-	if _, err := os.Stat(rc); err == nil {
-		return rc
-	}
-	if out, err := exec.Command("git", "-C", root, "cat-file", "-e", previousRelease+"^{commit}").CombinedOutput(); err != nil {
-		testenv.Unavailable(t, "the previous release %s is not in this clone's history (%v: %s); clone with history", previousRelease, err, out)
-	}
-	src := t.TempDir()
-	archive := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, previousRelease, src)
-	if out, err := archive.CombinedOutput(); err != nil {
-		t.Fatalf("extract the previous release: %v\n%s", err, out)
-	}
-	tmp := dir + ".tmp"
-	os.RemoveAll(tmp)
-	install := exec.Command("make", "-s", "install", "MIRROR="+filepath.Join(tmp, "mirror"), "TFRC="+filepath.Join(tmp, "gpuslice.tfrc"))
-	install.Dir = src
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("make install of the previous release: %v\n%s", err, out)
-	}
-	// The CLI configuration names the mirror's final place.
-	conf, err := os.ReadFile(filepath.Join(tmp, "gpuslice.tfrc"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(tmp, "gpuslice.tfrc"), []byte(strings.ReplaceAll(string(conf), tmp, dir)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
+	dir := previous.Built(t, filepath.Join(root, "bin"), "provider", func(src, out string) error {
+		return previous.Run(src, "make", "-s", "install", "MIRROR="+filepath.Join(out, "mirror"), "TFRC="+filepath.Join(out, "unused.tfrc"))
+	})
+	rc := filepath.Join(t.TempDir(), "previous.tfrc")
+	conf := fmt.Sprintf("provider_installation {\n  filesystem_mirror {\n    path    = %q\n    include = [\"registry.terraform.io/gpuslice/gpuslice\"]\n  }\n  direct {\n    exclude = [\"registry.terraform.io/gpuslice/gpuslice\"]\n  }\n}\n", filepath.Join(dir, "mirror"))
+	if err := os.WriteFile(rc, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return rc

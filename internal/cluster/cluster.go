@@ -68,11 +68,11 @@ type Cluster struct {
 	// StartupTime is how long Start took until every component was ready.
 	StartupTime time.Duration
 
-	removeDir bool
-	etcdURL   string
-	procs     []*proc.Process // in start order: etcd first
-	client    kubernetes.Interface
-	logf      func(string, ...any)
+	removeDir   bool
+	etcdURL     string
+	procs       []*proc.Process // in start order: etcd first
+	client      kubernetes.Interface
+	logf        func(string, ...any)
 	gates       string
 	qps         int
 	controllers string
