@@ -4,6 +4,11 @@
 // sides can never drift apart.
 package contract
 
+import (
+	"fmt"
+	"strings"
+)
+
 // DriverName is the DRA driver name: devices, device classes and CEL
 // selectors all refer to it.
 const DriverName = "gpuslice.dev"
@@ -22,6 +27,12 @@ const (
 	AttrPCIBusID          = "pciBusID"          // string, e.g. "00000000:3b:00.0"
 	AttrSharing           = "sharing"           // string, how the device shares its GPU: one of the Sharing* values
 	AttrIsolation         = "isolation"         // string, what holds a tenant to its share: one of the Isolation* values
+	// On MIG devices only (AttrSharing = SharingMIG): AttrUUID is the MIG
+	// instance's own UUID ("MIG-…"), AttrModel and AttrIndex are its parent
+	// GPU's.
+	AttrMIGProfile   = "migProfile"   // string, NVIDIA's profile name, e.g. "1g.5gb"
+	AttrParentUUID   = "parentUUID"   // string, UUID of the GPU the instance is cut from
+	AttrMIGPlacement = "migPlacement" // int, the GPU instance's placement start slot
 )
 
 // How a device shares its GPU: the value of AttrSharing. Every device of
@@ -41,6 +52,10 @@ const (
 	// each a number of CapacityShares, with no memory limit and no compute
 	// share: the GPU's time slicing alone divides it.
 	SharingTimeSliced = "time-sliced"
+	// SharingMIG is one existing Multi-Instance GPU instance (static MIG),
+	// one allocation at a time. A GPU in MIG mode offers only its MIG
+	// devices; a GPU not in MIG mode offers none.
+	SharingMIG = "mig"
 )
 
 // What holds a tenant to its share of a GPU: the value of AttrIsolation.
@@ -50,6 +65,9 @@ const (
 	IsolationSoftware = "software"
 	// IsolationNone: nothing; every claim sees and may use the whole GPU.
 	IsolationNone = "none"
+	// IsolationHardware: the GPU itself partitions memory and compute
+	// (MIG); no shim is preloaded.
+	IsolationHardware = "hardware"
 )
 
 // CounterSetPrefix names each GPU's counter set: "gpu-<index>".
@@ -132,4 +150,21 @@ func ReservedEnv(name string) bool {
 		}
 	}
 	return false
+}
+
+// MIGDeviceName names the DRA device of a MIG instance: its parent GPU's
+// index, its profile and its placement, so the name stays the same across
+// plugin restarts and says what it is ("gpu-0-mig-1g-5gb-3"). Profile
+// characters a device name may not hold ('.', '+') become '-'.
+func MIGDeviceName(gpuIndex int, profile string, placement int) string {
+	p := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		}
+		return '-'
+	}, profile)
+	return fmt.Sprintf("%s%d-mig-%s-%d", CounterSetPrefix, gpuIndex, p, placement)
 }
