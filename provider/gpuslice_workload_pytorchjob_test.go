@@ -74,5 +74,5 @@ func servePyTorchJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clustertest.ServeCRD(t, cfg, "kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+	clustertest.ServeCRD(t, cfg, clustertest.PyTorchJob)
 }

@@ -2,7 +2,7 @@ package plan
 
 import (
 	"fmt"
-	"reflect"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -10,7 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	smdschema "sigs.k8s.io/structured-merge-diff/v6/schema"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
 	"sigs.k8s.io/structured-merge-diff/v6/value"
 
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
@@ -26,147 +29,203 @@ type FieldChange struct {
 }
 
 // Diff compares only what gpuslice owns: every field of desired must hold
-// the same value in live (fields the API server or controllers add are not
-// looked at), and every field gpuslice applied before (live's managedFields
-// for the gpuslice manager) must still be desired, else it shows as
-// removed.
-func Diff(desired, live *unstructured.Unstructured) []FieldChange {
+// the same value in live (fields the API server or controllers add, and
+// defaults, are not looked at), and every field gpuslice applied before
+// (live's managedFields for the gpuslice manager) must still be desired,
+// else it shows as removed. Both are read with types, the API server's
+// schema of their kind, the way server-side apply reads them: list items
+// are matched by the keys the schema declares (in any order), atomic lists
+// compared whole, sets as sets, and quantities by amount, as the API server
+// stores them ("1024Mi" is "1Gi").
+func Diff(desired, live *unstructured.Unstructured, types managedfields.TypeConverter) ([]FieldChange, error) {
+	want, err := types.ObjectToTyped(compared(desired, false))
+	if err != nil {
+		return nil, fmt.Errorf("%s as gpuslice renders it does not fit the API server's schema of %s: %w; "+
+			"the cluster may run an older version of the kind than gpuslice renders (upgrade what serves it), else this is a bug in gpuslice",
+			refOf(desired), desired.GetKind(), err)
+	}
+	got, err := types.ObjectToTyped(compared(live, true), typed.AllowDuplicates)
+	if err != nil {
+		return nil, fmt.Errorf("read %s with the API server's schema of %s: %w", refOf(live), live.GetKind(), err)
+	}
+	cmp, err := got.Compare(want)
+	if err != nil {
+		return nil, fmt.Errorf("compare %s with the cluster's: %w", refOf(desired), err)
+	}
 	var out []FieldChange
-	subset(desired.Object, live.Object, "", &out)
-	out = append(out, removedOwned(desired.Object, live)...)
+	for _, p := range outermost(cmp.Added) {
+		after, _ := valueAt(want, p)
+		out = append(out, FieldChange{Path: pathString(p), Before: nil, After: after})
+	}
+	for p := range cmp.Modified.All() {
+		before, _ := valueAt(got, p)
+		after, _ := valueAt(want, p)
+		if sameQuantity(want, p, before, after) || contains(before, after) {
+			continue
+		}
+		out = append(out, FieldChange{Path: pathString(p), Before: before, After: after})
+	}
+	removed, err := removedOwned(want, got, live)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, removed...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// compared is what Diff reads of an object: without its status (never
+// gpuslice's) and, live, without managedFields (only removedOwned reads
+// them), sharing the rest.
+func compared(u *unstructured.Unstructured, live bool) *unstructured.Unstructured {
+	obj := maps.Clone(u.Object)
+	delete(obj, "status")
+	if md, ok := obj["metadata"].(map[string]any); ok && live {
+		md = maps.Clone(md)
+		delete(md, "managedFields")
+		obj["metadata"] = md
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+func refOf(u *unstructured.Unstructured) string {
+	if ns := u.GetNamespace(); ns != "" {
+		return fmt.Sprintf("%s %s/%s", u.GetKind(), ns, u.GetName())
+	}
+	return fmt.Sprintf("%s %s", u.GetKind(), u.GetName())
+}
+
+// outermost returns the paths of s that no other path of s contains:
+// a list item added whole is one change, not one per field.
+func outermost(s *fieldpath.Set) []fieldpath.Path {
+	var out []fieldpath.Path
+	for p := range s.All() {
+		inner := false
+		for i := 1; i < len(p) && !inner; i++ {
+			inner = s.Has(p[:i])
+		}
+		if !inner {
+			out = append(out, p.Copy())
+		}
+	}
 	return out
 }
 
-// listKeys are the fields that identify elements of the associative lists
-// gpuslice renders (containers, env, ports, volumes, mounts, claims).
-var listKeys = []string{"name", "mountPath", "containerPort", "port"}
-
-func subset(want, got any, path string, out *[]FieldChange) {
-	switch w := want.(type) {
-	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			*out = append(*out, FieldChange{Path: path, Before: got, After: want})
-			return
-		}
-		for _, k := range sortedKeys(w) {
-			if path == "" && k == "status" {
-				continue
+// valueAt returns the value at p in tv, and whether it has one.
+func valueAt(tv *typed.TypedValue, p fieldpath.Path) (any, bool) {
+	// Extracted, every list on the way holds only p's item.
+	var cur any = tv.ExtractItems(fieldpath.NewSet(p), typed.WithAppendKeyFields()).AsValue().Unstructured()
+	for _, pe := range p {
+		switch {
+		case pe.FieldName != nil:
+			m, ok := cur.(map[string]any)
+			if !ok {
+				return nil, false
 			}
-			sub := path + field(k)
-			gv, present := g[k]
-			if !present {
-				*out = append(*out, FieldChange{Path: sub, Before: nil, After: w[k]})
-				continue
+			if cur, ok = m[*pe.FieldName]; !ok {
+				return nil, false
 			}
-			subset(w[k], gv, sub, out)
-		}
-	case []any:
-		g, ok := got.([]any)
-		if !ok {
-			*out = append(*out, FieldChange{Path: path, Before: got, After: want})
-			return
-		}
-		if key := listKey(w); key != "" {
-			for _, we := range w {
-				wm := we.(map[string]any)
-				id := wm[key]
-				var match any
-				for _, ge := range g {
-					if gm, ok := ge.(map[string]any); ok && scalarEqual(gm[key], id, "") {
-						match = gm
-						break
-					}
-				}
-				sub := fmt.Sprintf("%s[%s=%v]", path, key, id)
-				if match == nil {
-					*out = append(*out, FieldChange{Path: sub, Before: nil, After: we})
-					continue
-				}
-				subset(we, match, sub, out)
+		default:
+			l, ok := cur.([]any)
+			if !ok || len(l) == 0 {
+				return nil, false
 			}
-			return
-		}
-		if len(w) != len(g) {
-			*out = append(*out, FieldChange{Path: path, Before: got, After: want})
-			return
-		}
-		for i := range w {
-			subset(w[i], g[i], fmt.Sprintf("%s[%d]", path, i), out)
-		}
-	default:
-		if !scalarEqual(want, got, path) {
-			*out = append(*out, FieldChange{Path: path, Before: got, After: want})
+			cur = l[0]
 		}
 	}
+	return cur, true
 }
 
-// listKey returns the field identifying the elements of an associative
-// list, or "" for an atomic list compared position by position.
-func listKey(l []any) string {
-	if len(l) == 0 {
-		return ""
-	}
-	for _, k := range listKeys {
-		all := true
-		for _, e := range l {
-			m, ok := e.(map[string]any)
-			if !ok || m[k] == nil {
-				all = false
-				break
-			}
-		}
-		if all {
-			return k
-		}
-	}
-	return ""
-}
-
-// scalarEqual compares leaf values the way the API server stores them:
-// numbers by value, and quantities (resource requests, quota limits,
-// storage) by amount, so "1000m" equals "1".
-func scalarEqual(want, got any, path string) bool {
-	if reflect.DeepEqual(want, got) {
-		return true
-	}
-	if wf, ok := number(want); ok {
-		gf, ok := number(got)
-		return ok && wf == gf
-	}
-	ws, wok := want.(string)
-	gs, gok := got.(string)
-	if wok && gok && quantityPath(path) {
-		wq, err1 := resource.ParseQuantity(ws)
-		gq, err2 := resource.ParseQuantity(gs)
-		return err1 == nil && err2 == nil && wq.Cmp(gq) == 0
+// contains says whether an atomic map or list (replaced whole by apply,
+// so compared whole) holds every field of want at the same place: the
+// API server defaults fields inside them too (a device request's
+// allocationMode, a fieldRef's apiVersion), and applying want again
+// changes nothing. Scalars are not atomic values: false for them.
+func contains(live, want any) bool {
+	switch want.(type) {
+	case map[string]any, []any:
+		return within(live, want)
 	}
 	return false
 }
 
-func quantityPath(path string) bool {
-	return strings.Contains(path, ".resources.") || strings.Contains(path, ".hard.") || strings.HasSuffix(path, ".storage")
-}
-
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case int64:
-		return float64(n), true
-	case int:
-		return float64(n), true
-	case int32:
-		return float64(n), true
-	case float64:
-		return n, true
+func within(live, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, wv := range w {
+			lv, ok := l[k]
+			if !ok && wv != nil || !within(lv, wv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		l, ok := live.([]any)
+		if !ok || len(l) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !within(l[i], w[i]) {
+				return false
+			}
+		}
+		return true
 	}
-	return 0, false
+	return value.Equals(value.NewValueInterface(live), value.NewValueInterface(want))
 }
 
-// removedOwned lists fields gpuslice applied before that desired no longer
-// has, from the gpuslice entry of live's managedFields.
-func removedOwned(desired map[string]any, live *unstructured.Unstructured) []FieldChange {
-	var out []FieldChange
+// quantityType is the schema's name of resource.Quantity, which the API
+// server stores in its canonical form.
+const quantityType = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+
+// sameQuantity says whether before and after, at p of a value of tv's
+// type, are the same amount of a quantity the schema declares.
+func sameQuantity(tv *typed.TypedValue, p fieldpath.Path, before, after any) bool {
+	bs, ok1 := before.(string)
+	as, ok2 := after.(string)
+	if !ok1 || !ok2 {
+		return false
+	}
+	tr, ok := typeAt(tv.Schema(), tv.TypeRef(), p)
+	if !ok || tr.NamedType == nil || *tr.NamedType != quantityType {
+		return false
+	}
+	bq, err1 := resource.ParseQuantity(bs)
+	aq, err2 := resource.ParseQuantity(as)
+	return err1 == nil && err2 == nil && bq.Cmp(aq) == 0
+}
+
+// typeAt returns the type of the values at p under tr.
+func typeAt(s *smdschema.Schema, tr smdschema.TypeRef, p fieldpath.Path) (smdschema.TypeRef, bool) {
+	for _, pe := range p {
+		a, ok := s.Resolve(tr)
+		if !ok {
+			return tr, false
+		}
+		switch {
+		case pe.FieldName != nil && a.Map != nil:
+			tr = a.Map.ElementType
+			if f, ok := a.Map.FindField(*pe.FieldName); ok {
+				tr = f.Type
+			}
+		case pe.FieldName == nil && a.List != nil:
+			tr = a.List.ElementType
+		default:
+			return tr, false
+		}
+	}
+	return tr, true
+}
+
+// removedOwned lists the fields gpuslice applied before (the gpuslice
+// entry of live's managedFields) that want no longer has and got still
+// holds, each at the outermost path want lacks.
+func removedOwned(want, got *typed.TypedValue, live *unstructured.Unstructured) ([]FieldChange, error) {
+	owned := &fieldpath.Set{}
 	for _, mf := range live.GetManagedFields() {
 		if mf.Manager != objects.FieldManager || mf.Operation != metav1.ManagedFieldsOperationApply || mf.FieldsV1 == nil {
 			continue
@@ -175,100 +234,45 @@ func removedOwned(desired map[string]any, live *unstructured.Unstructured) []Fie
 		if err := set.FromJSON(mf.FieldsV1.GetRawReader()); err != nil {
 			continue // unreadable ownership data: nothing to report
 		}
-		seen := map[string]bool{}
-		set.Leaves().Iterate(func(p fieldpath.Path) {
-			missing, ok := firstMissing(desired, p)
-			if !ok {
-				return
-			}
-			key := missing.String()
-			if seen[key] {
-				return
-			}
-			seen[key] = true
-			before, _ := valueAt(live.Object, missing)
+		owned = owned.Union(set)
+	}
+	if owned.Empty() {
+		return nil, nil
+	}
+	desired, err := want.ToFieldSet()
+	if err != nil {
+		return nil, err
+	}
+	var out []FieldChange
+	seen := map[string]bool{}
+	for p := range owned.Difference(desired).All() {
+		missing := firstMissing(desired, p)
+		key := missing.String()
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		if before, ok := valueAt(got, missing); ok {
 			out = append(out, FieldChange{Path: pathString(missing), Before: before, After: nil})
-		})
+		}
 	}
-	return out
+	return out, nil
 }
 
-// firstMissing returns the shortest prefix of p that desired does not
-// contain, and whether there is one.
-func firstMissing(desired map[string]any, p fieldpath.Path) (fieldpath.Path, bool) {
-	var cur any = desired
+// firstMissing returns the shortest prefix of p that the field set s has
+// neither as a member nor on the way to one.
+func firstMissing(s *fieldpath.Set, p fieldpath.Path) fieldpath.Path {
 	for i, pe := range p {
-		next, ok := step(cur, pe)
+		child, ok := s.Children.Get(pe)
 		if !ok {
-			return p[:i+1], true
+			if i == len(p)-1 && s.Members.Has(pe) {
+				break
+			}
+			return p[:i+1].Copy()
 		}
-		cur = next
+		s = child
 	}
-	return nil, false
-}
-
-func step(cur any, pe fieldpath.PathElement) (any, bool) {
-	switch {
-	case pe.FieldName != nil:
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		v, ok := m[*pe.FieldName]
-		return v, ok
-	case pe.Key != nil:
-		l, ok := cur.([]any)
-		if !ok {
-			return nil, false
-		}
-		for _, e := range l {
-			m, ok := e.(map[string]any)
-			if !ok {
-				continue
-			}
-			match := true
-			for _, f := range *pe.Key {
-				if !scalarEqual(f.Value.Unstructured(), m[f.Name], "") {
-					match = false
-					break
-				}
-			}
-			if match {
-				return m, true
-			}
-		}
-		return nil, false
-	case pe.Value != nil:
-		l, ok := cur.([]any)
-		if !ok {
-			return nil, false
-		}
-		for _, e := range l {
-			if value.Equals(value.NewValueInterface(e), *pe.Value) {
-				return e, true
-			}
-		}
-		return nil, false
-	case pe.Index != nil:
-		l, ok := cur.([]any)
-		if !ok || *pe.Index >= len(l) {
-			return nil, false
-		}
-		return l[*pe.Index], true
-	}
-	return nil, false
-}
-
-func valueAt(obj map[string]any, p fieldpath.Path) (any, bool) {
-	var cur any = obj
-	for _, pe := range p {
-		next, ok := step(cur, pe)
-		if !ok {
-			return nil, false
-		}
-		cur = next
-	}
-	return cur, true
+	return p.Copy()
 }
 
 // pathString writes a field path the way Diff's subset paths read:
@@ -301,13 +305,4 @@ func field(k string) string {
 		return fmt.Sprintf("[%q]", k)
 	}
 	return "." + k
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

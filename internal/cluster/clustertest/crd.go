@@ -1,8 +1,10 @@
 package clustertest
 
 import (
+	"bytes"
 	"context"
-	"strings"
+	"embed"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,59 +15,103 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 )
 
 var crdsGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// ServeCRD makes the cluster at cfg serve kind in group/version through a
-// minimal CRD (any spec accepted): the kinds gpuslice renders only where
-// another project is installed (KEDA, Kubeflow's Training Operator). It
-// returns once the API server serves the kind, and removes the CRD when
-// tb ends, waiting until the kind is no longer served, so that a later
-// test of the same cluster sees it absent.
-func ServeCRD(tb testing.TB, cfg *rest.Config, group, version, plural, kind string) {
+// CRD is another project's CustomResourceDefinition as that project
+// publishes it (testdata/crds/README.md names the module and version each
+// file comes from): the kinds gpuslice renders only where that project is
+// installed.
+type CRD struct {
+	File                 string
+	Group, Version, Kind string
+}
+
+// The CRDs gpuslice renders objects of.
+var (
+	// Kubeflow Training Operator's PyTorchJob.
+	PyTorchJob = CRD{File: "kubeflow.org_pytorchjobs.yaml", Group: "kubeflow.org", Version: "v1", Kind: "PyTorchJob"}
+	// KEDA's ScaledObject.
+	ScaledObject = CRD{File: "keda.sh_scaledobjects.yaml", Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObject"}
+	// Kubeflow Trainer's TrainJob and the namespaced runtime it runs.
+	TrainJob        = CRD{File: "trainer.kubeflow.org_trainjobs.yaml", Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob"}
+	TrainingRuntime = CRD{File: "trainer.kubeflow.org_trainingruntimes.yaml", Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainingRuntime"}
+)
+
+//go:embed testdata/crds/*.yaml
+var crdFiles embed.FS
+
+// ServeCRD installs the CRDs in the cluster at cfg and returns once the API
+// server serves their kinds and publishes their schemas (OpenAPI v3, which
+// plan compares objects with). When tb ends it removes them and waits
+// until the kinds are no longer served, so that a later test of the same
+// cluster sees them absent.
+func ServeCRD(tb testing.TB, cfg *rest.Config, crds ...CRD) {
 	tb.Helper()
 	ctx := context.Background()
-	crds := dynamic.NewForConfigOrDie(cfg).Resource(crdsGVR)
+	client := dynamic.NewForConfigOrDie(cfg).Resource(crdsGVR)
 	disco := discovery.NewDiscoveryClientForConfigOrDie(cfg)
-	served := func() bool {
-		list, err := disco.ServerResourcesForGroupVersion(group + "/" + version)
+	for _, crd := range crds {
+		data, err := crdFiles.ReadFile("testdata/crds/" + crd.File)
 		if err != nil {
-			return false
+			tb.Fatal(err)
 		}
-		for _, r := range list.APIResources {
-			if r.Kind == kind {
-				return true
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(data, &obj.Object); err != nil {
+			tb.Fatalf("read %s: %v", crd.File, err)
+		}
+		if _, err := client.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			tb.Fatalf("install the %s CRD: %v", crd.Kind, err)
+		}
+		tb.Cleanup(func() {
+			if err := client.Delete(ctx, obj.GetName(), metav1.DeleteOptions{}); err != nil {
+				tb.Errorf("remove the %s CRD: %v", crd.Kind, err)
+				return
 			}
+			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+				return !served(disco, crd), nil
+			}); err != nil {
+				tb.Errorf("the %s CRD is still served after its removal: %v", crd.Kind, err)
+			}
+		})
+	}
+	for _, crd := range crds {
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return served(disco, crd) && published(disco, crd), nil
+		}); err != nil {
+			tb.Fatalf("the %s CRD is not served with its schema: %v", crd.Kind, err)
 		}
+	}
+}
+
+// served says whether discovery lists the CRD's kind.
+func served(disco discovery.DiscoveryInterface, crd CRD) bool {
+	list, err := disco.ServerResourcesForGroupVersion(crd.Group + "/" + crd.Version)
+	if err != nil {
 		return false
 	}
-	name := plural + "." + group
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": name},
-		"spec": map[string]any{
-			"group": group, "scope": "Namespaced",
-			"names": map[string]any{"plural": plural, "singular": strings.ToLower(kind), "kind": kind, "listKind": kind + "List"},
-			"versions": []any{map[string]any{
-				"name": version, "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-			}},
-		},
-	}}
-	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		tb.Fatalf("install the %s CRD: %v", kind, err)
-	}
-	tb.Cleanup(func() {
-		if err := crds.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			tb.Errorf("remove the %s CRD: %v", kind, err)
-			return
+	for _, r := range list.APIResources {
+		if r.Kind == crd.Kind {
+			return true
 		}
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) { return !served(), nil }); err != nil {
-			tb.Errorf("the %s CRD is still served after its removal: %v", kind, err)
-		}
-	})
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) { return served(), nil }); err != nil {
-		tb.Fatalf("the %s CRD is not served: %v", kind, err)
 	}
+	return false
+}
+
+// published says whether the OpenAPI v3 document of the CRD's
+// group-version has its kind: the API server publishes it moments after
+// serving it.
+func published(disco discovery.DiscoveryInterface, crd CRD) bool {
+	paths, err := disco.OpenAPIV3().Paths()
+	if err != nil {
+		return false
+	}
+	gv, ok := paths["apis/"+crd.Group+"/"+crd.Version]
+	if !ok {
+		return false
+	}
+	doc, err := gv.Schema("application/json")
+	return err == nil && bytes.Contains(doc, fmt.Appendf(nil, `"kind":%q`, crd.Kind))
 }

@@ -1,0 +1,100 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gpuslice/gpuslice/engine/plan"
+)
+
+// changesOf returns the plan's changes that do something.
+func changesOf(p *plan.Plan) []plan.Change {
+	var out []plan.Change
+	for _, c := range p.Changes {
+		if c.Action != plan.NoOp {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// TestPlanDiffFollowsTheSchema: plan compares with the API server's own
+// schema. Env is a list keyed by name, so its order is no change; a
+// Service's ports are keyed by port and protocol, so a changed targetPort
+// is one change of that item's field; memory written 1024Mi is stored as
+// 1Gi, the same amount, so no change, while another amount is one.
+func TestPlanDiffFollowsTheSchema(t *testing.T) {
+	e, c := newEngine(t)
+	ctx := context.Background()
+	const ns = "schema-diff"
+	hcl := func(memory string) string {
+		h := stackHCL(ns, "")
+		h = strings.Replace(h, `env            = { OLLAMA_CONTEXT_LENGTH = "16384" }`,
+			`env            = { OLLAMA_CONTEXT_LENGTH = "16384", OLLAMA_KEEP_ALIVE = "24h", OLLAMA_NUM_PARALLEL = "2" }`, 1)
+		return strings.Replace(h, `memory_request = "2Gi"`, `memory_request = "`+memory+`"`, 1)
+	}
+	s := loadStack(t, ns, hcl("1024Mi"))
+	mustApply(t, e, s)
+
+	d, err := c.Client().AppsV1().Deployments(ns).Get(ctx, "ollama", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	container := d.Spec.Template.Spec.Containers[0]
+	if mem := container.Resources.Requests[corev1.ResourceMemory]; mem.String() != "1Gi" {
+		t.Fatalf("the API server stored memory %s, want 1Gi: the case below tests nothing", mem.String())
+	}
+	requireNoChanges(t, e, s)
+
+	// Someone reorders the env list.
+	env := slices.Clone(container.Env)
+	slices.Reverse(env)
+	if len(env) < 3 || slices.Equal(env, container.Env) {
+		t.Fatalf("env %v: want several variables to reorder", container.Env)
+	}
+	patch, err := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec/template/spec/containers/0/env", "value": env}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client().AppsV1().Deployments(ns).Patch(ctx, "ollama", types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	if p := mustPlan(t, e, s); p.HasChanges() {
+		t.Fatalf("a reordered env list planned changes:\n%s", planText(p))
+	}
+
+	// Someone points the Service at another port.
+	if _, err := c.Client().CoreV1().Services(ns).Patch(ctx, "ollama", types.JSONPatchType,
+		[]byte(`[{"op":"replace","path":"/spec/ports/0/targetPort","value":8080}]`), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	p := mustPlan(t, e, s)
+	ch := changesOf(p)
+	if len(ch) != 1 || ch[0].Ref.Kind != "Service" || ch[0].Action != plan.Update || len(ch[0].Fields) != 1 {
+		t.Fatalf("plan after changing the Service's targetPort, want one field of the Service:\n%s", planText(p))
+	}
+	f := ch[0].Fields[0]
+	if got := fmt.Sprint(f.Path, ": ", f.Before, " → ", f.After); got != `.spec.ports[port=11434,protocol=TCP].targetPort: 8080 → 11434` {
+		t.Errorf("field change = %s", got)
+	}
+	mustApply(t, e, s)
+	requireNoChanges(t, e, s)
+
+	// Another amount of memory is a change, shown as written.
+	more := loadStack(t, ns, hcl("1536Mi"))
+	p = mustPlan(t, e, more)
+	ch = changesOf(p)
+	if len(ch) != 1 || ch[0].Ref.Kind != "Deployment" || len(ch[0].Fields) != 1 ||
+		ch[0].Fields[0].Path != `.spec.template.spec.containers[name=ollama].resources.requests.memory` ||
+		ch[0].Fields[0].Before != "1Gi" || ch[0].Fields[0].After != "1536Mi" {
+		t.Fatalf("plan of 1536Mi instead of 1024Mi:\n%s", planText(p))
+	}
+}
