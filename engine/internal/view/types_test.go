@@ -1,0 +1,144 @@
+package view_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/gpuslice/gpuslice/engine/internal/view"
+	"github.com/gpuslice/gpuslice/internal/cluster"
+	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+)
+
+// openAPIRequests counts the OpenAPI v3 requests a config sends: the
+// index (/openapi/v3) and each group-version's document.
+type openAPIRequests struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	got  map[string]int
+}
+
+func (o *openAPIRequests) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasPrefix(r.URL.Path, "/openapi/v3") {
+		o.mu.Lock()
+		o.got[r.URL.Path]++
+		o.mu.Unlock()
+	}
+	return o.next.RoundTrip(r)
+}
+
+func (o *openAPIRequests) take() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	got := o.got
+	o.got = map[string]int{}
+	return got
+}
+
+func counted(t testing.TB, c *cluster.Cluster) (*view.View, *openAPIRequests) {
+	cfg := rest.CopyConfig(c.RESTConfig())
+	o := &openAPIRequests{got: map[string]int{}}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { o.next = rt; return o })
+	v := view.New(dynamic.NewForConfigOrDie(cfg), cfg)
+	t.Cleanup(v.Close)
+	return v, o
+}
+
+var deploymentKind = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+
+// Types reads the OpenAPI index once per run and each group-version's
+// document once, however many readers ask at once; a new run reads the
+// index again but not an unchanged document; a kind whose CRD appeared
+// after the index was read is found; an unknown group-version is an error
+// that says what to do.
+func TestTypes(t *testing.T) {
+	c := clustertest.Start(t, cluster.Options{})
+	ctx := context.Background()
+	v, requests := counted(t, c)
+
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if _, err := v.Types(ctx, deploymentKind); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if _, err := v.Types(ctx, schema.GroupVersionKind{Version: "v1", Kind: "Pod"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := requests.take(); len(got) != 3 || got["/openapi/v3"] != 1 || got["/openapi/v3/apis/apps/v1"] != 1 || got["/openapi/v3/api/v1"] != 1 {
+		t.Fatalf("requests of the first run = %v, want the index, apps/v1 and v1 once each", got)
+	}
+
+	v.Reset()
+	types, err := v.Types(ctx, deploymentKind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := requests.take(); len(got) != 1 || got["/openapi/v3"] != 1 {
+		t.Fatalf("requests of the second run = %v, want the index only (apps/v1 has not changed)", got)
+	}
+	d := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "x"},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "a", "bogus": true}}}}}}}
+	if _, err := types.ObjectToTyped(d); err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Errorf("a container field the schema lacks: %v, want an error naming it", err)
+	}
+
+	_, err = v.Types(ctx, schema.GroupVersionKind{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObject"})
+	if err == nil || !strings.Contains(err.Error(), "publishes no OpenAPI v3 schema of keda.sh/v1alpha1") || !strings.Contains(err.Error(), "plan again") {
+		t.Fatalf("a group-version not served: %v", err)
+	}
+	clustertest.ServeCRD(t, c.RESTConfig(), clustertest.ScaledObject)
+	types, err = v.Types(ctx, schema.GroupVersionKind{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObject"})
+	if err != nil {
+		t.Fatalf("the ScaledObject schema, installed within the run: %v", err)
+	}
+	so := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": map[string]any{"name": "x"},
+		"spec": map[string]any{"scaleTargetRef": map[string]any{"name": "x"}, "triggers": []any{map[string]any{"type": "cpu", "metadata": map[string]any{"value": "50"}}}}}}
+	if _, err := types.ObjectToTyped(so); err != nil {
+		t.Errorf("a ScaledObject read with KEDA's schema: %v", err)
+	}
+}
+
+// BenchmarkTypes is what a run pays for the schemas of the built-in
+// group-versions a provider's plan compares (engine.Prefetch warms these):
+// fetching and parsing them in a new process, and in a later run of the
+// same view (the index only).
+func BenchmarkTypes(b *testing.B) {
+	c := clustertest.Start(b, cluster.Options{})
+	ctx := context.Background()
+	gvs := []schema.GroupVersion{{Version: "v1"}, {Group: "apps", Version: "v1"}, {Group: "batch", Version: "v1"},
+		{Group: "resource.k8s.io", Version: "v1"}, {Group: "autoscaling", Version: "v2"}}
+	all := func(v *view.View) {
+		v.WarmTypes(gvs...)
+		for _, gv := range gvs {
+			if _, err := v.Types(ctx, gv.WithKind("")); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("new", func(b *testing.B) {
+		for b.Loop() {
+			v, _ := counted(b, c)
+			all(v)
+			v.Close()
+		}
+	})
+	b.Run("next-run", func(b *testing.B) {
+		v, _ := counted(b, c)
+		all(v)
+		for b.Loop() {
+			v.Reset()
+			all(v)
+		}
+	})
+}
