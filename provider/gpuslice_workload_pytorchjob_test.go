@@ -14,8 +14,9 @@ import (
 
 // training_operator = "pytorchjob" goes through plan, apply, refresh and
 // import without a diff, and leaving it out again replaces the PyTorchJob
-// with the indexed Job, again without a diff. The test cluster gets a
-// minimal PyTorchJob CRD (no operator runs, so no pod is created).
+// with the indexed Job, again without a diff. The test cluster gets the
+// Training Operator's own PyTorchJob CRD (no operator runs, so no pod is
+// created).
 func TestAccWorkloadPyTorchJob(t *testing.T) {
 	needCluster(t)
 	servePyTorchJob(t)
@@ -48,7 +49,7 @@ func TestAccWorkloadPyTorchJob(t *testing.T) {
 }
 
 // servePyTorchJob makes the cluster serve kubeflow.org/v1 PyTorchJob: on
-// the test's own cluster a minimal CRD (any spec accepted), removed after
+// the test's own cluster the Training Operator's CRD, removed after
 // the test; a cluster given with KUBE_CONFIG_PATH must have it already.
 func servePyTorchJob(t *testing.T) {
 	t.Helper()
