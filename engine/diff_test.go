@@ -30,18 +30,19 @@ func changesOf(p *plan.Plan) []plan.Change {
 // schema. Env is a list keyed by name, so its order is no change; a
 // Service's ports are keyed by port and protocol, so a changed targetPort
 // is one change of that item's field; memory written 1024Mi is stored as
-// 1Gi, the same amount, so no change, while another amount is one.
+// 1Gi, the same amount, so no change, while another amount is one; a
+// variable dropped from the configuration is one removed item.
 func TestPlanDiffFollowsTheSchema(t *testing.T) {
 	e, c := newEngine(t)
 	ctx := context.Background()
 	const ns = "schema-diff"
-	hcl := func(memory string) string {
+	const threeVars = `OLLAMA_CONTEXT_LENGTH = "16384", OLLAMA_KEEP_ALIVE = "24h", OLLAMA_NUM_PARALLEL = "2"`
+	hcl := func(memory, env string) string {
 		h := stackHCL(ns, "")
-		h = strings.Replace(h, `env            = { OLLAMA_CONTEXT_LENGTH = "16384" }`,
-			`env            = { OLLAMA_CONTEXT_LENGTH = "16384", OLLAMA_KEEP_ALIVE = "24h", OLLAMA_NUM_PARALLEL = "2" }`, 1)
+		h = strings.Replace(h, `env            = { OLLAMA_CONTEXT_LENGTH = "16384" }`, `env            = { `+env+` }`, 1)
 		return strings.Replace(h, `memory_request = "2Gi"`, `memory_request = "`+memory+`"`, 1)
 	}
-	s := loadStack(t, ns, hcl("1024Mi"))
+	s := loadStack(t, ns, hcl("1024Mi", threeVars))
 	mustApply(t, e, s)
 
 	d, err := c.Client().AppsV1().Deployments(ns).Get(ctx, "ollama", metav1.GetOptions{})
@@ -89,12 +90,25 @@ func TestPlanDiffFollowsTheSchema(t *testing.T) {
 	requireNoChanges(t, e, s)
 
 	// Another amount of memory is a change, shown as written.
-	more := loadStack(t, ns, hcl("1536Mi"))
+	more := loadStack(t, ns, hcl("1536Mi", threeVars))
 	p = mustPlan(t, e, more)
 	ch = changesOf(p)
 	if len(ch) != 1 || ch[0].Ref.Kind != "Deployment" || len(ch[0].Fields) != 1 ||
 		ch[0].Fields[0].Path != `.spec.template.spec.containers[name=ollama].resources.requests.memory` ||
 		ch[0].Fields[0].Before != "1Gi" || ch[0].Fields[0].After != "1536Mi" {
 		t.Fatalf("plan of 1536Mi instead of 1024Mi:\n%s", planText(p))
+	}
+
+	// A variable gpuslice applied and the configuration no longer has is
+	// one removal: the list item, keyed by its name.
+	fewer := loadStack(t, ns, hcl("1024Mi", `OLLAMA_CONTEXT_LENGTH = "16384", OLLAMA_NUM_PARALLEL = "2"`))
+	p = mustPlan(t, e, fewer)
+	ch = changesOf(p)
+	if len(ch) != 1 || ch[0].Ref.Kind != "Deployment" || len(ch[0].Fields) != 1 {
+		t.Fatalf("plan without OLLAMA_KEEP_ALIVE:\n%s", planText(p))
+	}
+	f = ch[0].Fields[0]
+	if got := fmt.Sprint(f.Path, ": ", f.Before, " → ", f.After); got != `.spec.template.spec.containers[name=ollama].env[name=OLLAMA_KEEP_ALIVE]: map[name:OLLAMA_KEEP_ALIVE value:24h] → <nil>` {
+		t.Errorf("field change = %s", got)
 	}
 }

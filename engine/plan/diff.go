@@ -54,22 +54,18 @@ func Diff(desired, live *unstructured.Unstructured, types managedfields.TypeConv
 	}
 	var out []FieldChange
 	for _, p := range outermost(cmp.Added) {
-		after, _ := valueAt(want, p)
+		after, _ := valueAt(want, p, cmp.Added)
 		out = append(out, FieldChange{Path: pathString(p), Before: nil, After: after})
 	}
 	for p := range cmp.Modified.All() {
-		before, _ := valueAt(got, p)
-		after, _ := valueAt(want, p)
+		before, _ := valueAt(got, p, nil)
+		after, _ := valueAt(want, p, nil)
 		if sameQuantity(want, p, before, after) || contains(before, after) {
 			continue
 		}
 		out = append(out, FieldChange{Path: pathString(p), Before: before, After: after})
 	}
-	removed, err := removedOwned(want, got, live)
-	if err != nil {
-		return nil, err
-	}
-	out = append(out, removed...)
+	out = append(out, removedOwned(cmp.Removed, got, live)...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
 }
@@ -111,10 +107,19 @@ func outermost(s *fieldpath.Set) []fieldpath.Path {
 	return out
 }
 
-// valueAt returns the value at p in tv, and whether it has one.
-func valueAt(tv *typed.TypedValue, p fieldpath.Path) (any, bool) {
+// valueAt returns the value at p in tv, and whether it has one: with the
+// paths of within under p (a map or list item's fields), else as a leaf.
+func valueAt(tv *typed.TypedValue, p fieldpath.Path, within *fieldpath.Set) (any, bool) {
+	paths := fieldpath.NewSet(p)
+	if within != nil {
+		for q := range within.All() {
+			if len(q) > len(p) && q[:len(p)].Equals(p) {
+				paths.Insert(q)
+			}
+		}
+	}
 	// Extracted, every list on the way holds only p's item.
-	var cur any = tv.ExtractItems(fieldpath.NewSet(p), typed.WithAppendKeyFields()).AsValue().Unstructured()
+	var cur any = tv.ExtractItems(paths, typed.WithAppendKeyFields()).AsValue().Unstructured()
 	for _, pe := range p {
 		switch {
 		case pe.FieldName != nil:
@@ -222,9 +227,10 @@ func typeAt(s *smdschema.Schema, tr smdschema.TypeRef, p fieldpath.Path) (smdsch
 }
 
 // removedOwned lists the fields gpuslice applied before (the gpuslice
-// entry of live's managedFields) that want no longer has and got still
-// holds, each at the outermost path want lacks.
-func removedOwned(want, got *typed.TypedValue, live *unstructured.Unstructured) ([]FieldChange, error) {
+// entry of live's managedFields) that live still holds and desired no
+// longer has (removed: every path of live that desired lacks, as Compare
+// gives them), each at the outermost path desired lacks.
+func removedOwned(removed *fieldpath.Set, got *typed.TypedValue, live *unstructured.Unstructured) []FieldChange {
 	owned := &fieldpath.Set{}
 	for _, mf := range live.GetManagedFields() {
 		if mf.Manager != objects.FieldManager || mf.Operation != metav1.ManagedFieldsOperationApply || mf.FieldsV1 == nil {
@@ -236,43 +242,25 @@ func removedOwned(want, got *typed.TypedValue, live *unstructured.Unstructured) 
 		}
 		owned = owned.Union(set)
 	}
-	if owned.Empty() {
-		return nil, nil
-	}
-	desired, err := want.ToFieldSet()
-	if err != nil {
-		return nil, err
-	}
 	var out []FieldChange
 	seen := map[string]bool{}
-	for p := range owned.Difference(desired).All() {
-		missing := firstMissing(desired, p)
+	for p := range owned.Intersection(removed).All() {
+		missing := p
+		for i := 1; i < len(p); i++ {
+			if removed.Has(p[:i]) {
+				missing = p[:i]
+				break
+			}
+		}
 		key := missing.String()
 		if seen[key] {
 			continue
 		}
 		seen[key] = true
-		if before, ok := valueAt(got, missing); ok {
-			out = append(out, FieldChange{Path: pathString(missing), Before: before, After: nil})
-		}
+		before, _ := valueAt(got, missing, removed)
+		out = append(out, FieldChange{Path: pathString(missing), Before: before, After: nil})
 	}
-	return out, nil
-}
-
-// firstMissing returns the shortest prefix of p that the field set s has
-// neither as a member nor on the way to one.
-func firstMissing(s *fieldpath.Set, p fieldpath.Path) fieldpath.Path {
-	for i, pe := range p {
-		child, ok := s.Children.Get(pe)
-		if !ok {
-			if i == len(p)-1 && s.Members.Has(pe) {
-				break
-			}
-			return p[:i+1].Copy()
-		}
-		s = child
-	}
-	return p.Copy()
+	return out
 }
 
 // pathString writes a field path the way Diff's subset paths read:

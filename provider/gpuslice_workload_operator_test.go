@@ -18,10 +18,20 @@ import (
 // Training Operator's own PyTorchJob CRD (no operator runs, so no pod is
 // created).
 func TestAccWorkloadPyTorchJob(t *testing.T) {
+	testTrainingOperator(t, "pytorchjob", clustertest.PyTorchJob)
+}
+
+// The same for training_operator = "trainjob" (a TrainJob and its
+// TrainingRuntime) with Kubeflow Trainer's own CRDs.
+func TestAccWorkloadTrainJob(t *testing.T) {
+	testTrainingOperator(t, "trainjob", clustertest.TrainJob, clustertest.TrainingRuntime)
+}
+
+func testTrainingOperator(t *testing.T, operator string, crds ...clustertest.CRD) {
 	needCluster(t)
-	servePyTorchJob(t)
+	serveCRDs(t, crds...)
 	empty := resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}}
-	withOperator := strings.Replace(multiGPUConfig("3", "1", "4"), "  wait_for     = \"none\"\n", "  wait_for     = \"none\"\n  training_operator = \"pytorchjob\"\n", 1)
+	withOperator := strings.Replace(multiGPUConfig("3", "1", "4"), "  wait_for     = \"none\"\n", "  wait_for     = \"none\"\n  training_operator = \""+operator+"\"\n", 1)
 	if withOperator == multiGPUConfig("3", "1", "4") {
 		t.Fatal("the training_operator line was not added to the configuration")
 	}
@@ -32,7 +42,7 @@ func TestAccWorkloadPyTorchJob(t *testing.T) {
 				Config:           withOperator,
 				ConfigPlanChecks: empty,
 				Check: resource.ComposeTestCheckFunc(
-					resource.TestCheckResourceAttr("gpuslice_workload.ddp", "training_operator", "pytorchjob"),
+					resource.TestCheckResourceAttr("gpuslice_workload.ddp", "training_operator", operator),
 					resource.TestCheckResourceAttr("gpuslice_workload.ddp", "workers", "3"),
 					resource.TestCheckResourceAttr("gpuslice_workload.ddp", "phase", "Pending"),
 				),
@@ -48,32 +58,40 @@ func TestAccWorkloadPyTorchJob(t *testing.T) {
 	})
 }
 
-// servePyTorchJob makes the cluster serve kubeflow.org/v1 PyTorchJob: on
-// the test's own cluster the Training Operator's CRD, removed after
-// the test; a cluster given with KUBE_CONFIG_PATH must have it already.
-func servePyTorchJob(t *testing.T) {
+// serveCRDs makes the cluster serve the CRDs' kinds: on the test's own
+// cluster the projects' own CRDs, removed after the test; a cluster given
+// with KUBE_CONFIG_PATH must have them already.
+func serveCRDs(t *testing.T, crds ...clustertest.CRD) {
 	t.Helper()
-	served := func() bool {
-		list, err := kube.Discovery().ServerResourcesForGroupVersion("kubeflow.org/v1")
-		if err != nil {
-			return false
+	var missing []clustertest.CRD
+	for _, crd := range crds {
+		if !served(crd) {
+			missing = append(missing, crd)
 		}
-		for _, r := range list.APIResources {
-			if r.Kind == "PyTorchJob" {
-				return true
-			}
-		}
-		return false
 	}
-	if served() {
+	if len(missing) == 0 {
 		return
 	}
 	if own {
-		testenv.Unavailable(t, "the cluster at KUBE_CONFIG_PATH does not serve PyTorchJob (kubeflow.org/v1): install the Kubeflow Training Operator to run this test")
+		testenv.Unavailable(t, "the cluster at KUBE_CONFIG_PATH does not serve %s (%s/%s): install the project that provides it to run this test",
+			missing[0].Kind, missing[0].Group, missing[0].Version)
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clustertest.ServeCRD(t, cfg, clustertest.PyTorchJob)
+	clustertest.ServeCRD(t, cfg, missing...)
+}
+
+func served(crd clustertest.CRD) bool {
+	list, err := kube.Discovery().ServerResourcesForGroupVersion(crd.Group + "/" + crd.Version)
+	if err != nil {
+		return false
+	}
+	for _, r := range list.APIResources {
+		if r.Kind == crd.Kind {
+			return true
+		}
+	}
+	return false
 }
