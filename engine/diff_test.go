@@ -111,4 +111,19 @@ func TestPlanDiffFollowsTheSchema(t *testing.T) {
 	if got := fmt.Sprint(f.Path, ": ", f.Before, " → ", f.After); got != `.spec.template.spec.containers[name=ollama].env[name=OLLAMA_KEEP_ALIVE]: map[name:OLLAMA_KEEP_ALIVE value:24h] → <nil>` {
 		t.Errorf("field change = %s", got)
 	}
+
+	// So is a field dropped, whether the rest reads as applied (1Gi, as
+	// stored) or needs the schema to tell (1024Mi).
+	for _, memory := range []string{"1Gi", "1024Mi"} {
+		noLimit := loadStack(t, ns, strings.Replace(hcl(memory, threeVars), `memory_limit   = "4Gi"`, "", 1))
+		p = mustPlan(t, e, noLimit)
+		ch = changesOf(p)
+		if len(ch) != 1 || ch[0].Ref.Kind != "Deployment" || len(ch[0].Fields) != 1 {
+			t.Fatalf("plan of %s without memory_limit:\n%s", memory, planText(p))
+		}
+		f = ch[0].Fields[0]
+		if got := fmt.Sprint(f.Path, ": ", f.Before, " → ", f.After); got != `.spec.template.spec.containers[name=ollama].resources.limits: map[memory:4Gi] → <nil>` {
+			t.Errorf("%s without memory_limit: field change = %s", memory, got)
+		}
+	}
 }

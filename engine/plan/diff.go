@@ -44,7 +44,13 @@ func Diff(desired, live *unstructured.Unstructured, types managedfields.TypeConv
 			"the cluster may run an older version of the kind than gpuslice renders (upgrade what serves it), else this is a bug in gpuslice",
 			refOf(desired), desired.GetKind(), err)
 	}
-	got, err := types.ObjectToTyped(compared(live, true), typed.AllowDuplicates)
+	liveObj := compared(live, true)
+	if unchanged(want.Schema(), want.TypeRef(), want.AsValue().Unstructured(), liveObj.Object) {
+		// Nothing to add or modify: only fields gpuslice gave up remain to
+		// be found, without reading all of live with the schema.
+		return ownedNotDesired(want.AsValue().Unstructured(), live), nil
+	}
+	got, err := types.ObjectToTyped(liveObj, typed.AllowDuplicates)
 	if err != nil {
 		return nil, fmt.Errorf("read %s with the API server's schema of %s: %w", refOf(live), live.GetKind(), err)
 	}
@@ -54,12 +60,12 @@ func Diff(desired, live *unstructured.Unstructured, types managedfields.TypeConv
 	}
 	var out []FieldChange
 	for _, p := range outermost(cmp.Added) {
-		after, _ := valueAt(want, p, cmp.Added)
+		after, _ := valueAt(want, p)
 		out = append(out, FieldChange{Path: pathString(p), Before: nil, After: after})
 	}
 	for p := range cmp.Modified.All() {
-		before, _ := valueAt(got, p, nil)
-		after, _ := valueAt(want, p, nil)
+		before, _ := valueAt(got, p)
+		after, _ := valueAt(want, p)
 		if sameQuantity(want, p, before, after) || contains(before, after) {
 			continue
 		}
@@ -68,6 +74,184 @@ func Diff(desired, live *unstructured.Unstructured, types managedfields.TypeConv
 	out = append(out, removedOwned(cmp.Removed, got, live)...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
+}
+
+// unchanged says whether live holds every field of want at the same
+// place, walking want with its type tr: true only when comparing them with
+// the schema would find nothing to add or modify, the common case, which
+// it tells at a fraction of the cost. Lists must have the same length and
+// their items in the same order; an item of a keyed list must carry every
+// key field (the schema may default one that live holds otherwise);
+// atomic values are compared as Diff does (contains); scalars by value.
+// Anything else (a quantity written otherwise, a reordered list, a field
+// the schema lacks) is false, and Diff compares with the schema.
+func unchanged(s *smdschema.Schema, tr smdschema.TypeRef, want, live any) bool {
+	a, ok := s.Resolve(tr)
+	if !ok {
+		return false
+	}
+	switch w := want.(type) {
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok || a.Map == nil {
+			return false
+		}
+		if a.Map.ElementRelationship == smdschema.Atomic {
+			return within(l, w)
+		}
+		for k, wv := range w {
+			lv, ok := l[k]
+			if !ok {
+				return false
+			}
+			ft := a.Map.ElementType
+			if f, ok := a.Map.FindField(k); ok {
+				ft = f.Type
+			}
+			if !unchanged(s, ft, wv, lv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		l, ok := live.([]any)
+		if !ok || a.List == nil || len(l) != len(w) {
+			return false
+		}
+		if a.List.ElementRelationship == smdschema.Atomic {
+			return within(l, w)
+		}
+		for i := range w {
+			if m, ok := w[i].(map[string]any); ok {
+				for _, k := range a.List.Keys {
+					if _, ok := m[k]; !ok {
+						return false
+					}
+				}
+			}
+			if !unchanged(s, a.List.ElementType, w[i], l[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return a.Scalar != nil && sameScalar(want, live)
+}
+
+// sameScalar compares two scalars of unstructured objects: numbers by
+// value, whatever their Go type.
+func sameScalar(a, b any) bool {
+	switch x := a.(type) {
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case nil:
+		return b == nil
+	}
+	x, ok1 := number(a)
+	y, ok2 := number(b)
+	return ok1 && ok2 && x == y
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case float64:
+		return n, true
+	}
+	return 0, false
+}
+
+// ownedNotDesired is removedOwned where want is unchanged in live: each
+// field gpuslice owns is looked up in want and live by its path, its list
+// items by their keys, which every keyed item of want then carries.
+func ownedNotDesired(want any, live *unstructured.Unstructured) []FieldChange {
+	var out []FieldChange
+	seen := map[string]bool{}
+	for p := range owned(live).All() {
+		var missing fieldpath.Path
+		cur := want
+		for i, pe := range p {
+			next, ok := step(cur, pe)
+			if !ok {
+				missing = p[:i+1].Copy()
+				break
+			}
+			cur = next
+		}
+		if missing == nil || seen[missing.String()] {
+			continue
+		}
+		seen[missing.String()] = true
+		if before, ok := lookup(live.Object, missing); ok {
+			out = append(out, FieldChange{Path: pathString(missing), Before: before, After: nil})
+		}
+	}
+	return out
+}
+
+// lookup follows a field path in an unstructured value whose list items
+// carry their key fields.
+func lookup(v any, p fieldpath.Path) (any, bool) {
+	for _, pe := range p {
+		next, ok := step(v, pe)
+		if !ok {
+			return nil, false
+		}
+		v = next
+	}
+	return v, true
+}
+
+// step follows one element of a field path in an unstructured value.
+func step(cur any, pe fieldpath.PathElement) (any, bool) {
+	switch {
+	case pe.FieldName != nil:
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		v, ok := m[*pe.FieldName]
+		return v, ok
+	case pe.Key != nil:
+		l, _ := cur.([]any)
+		for _, e := range l {
+			m, ok := e.(map[string]any)
+			if !ok {
+				continue
+			}
+			match := true
+			for _, f := range *pe.Key {
+				if !sameScalar(f.Value.Unstructured(), m[f.Name]) {
+					match = false
+					break
+				}
+			}
+			if match {
+				return m, true
+			}
+		}
+	case pe.Value != nil:
+		l, _ := cur.([]any)
+		for _, e := range l {
+			if value.Equals(value.NewValueInterface(e), *pe.Value) {
+				return e, true
+			}
+		}
+	case pe.Index != nil:
+		if l, ok := cur.([]any); ok && *pe.Index < len(l) {
+			return l[*pe.Index], true
+		}
+	}
+	return nil, false
 }
 
 // compared is what Diff reads of an object: without its status (never
@@ -107,19 +291,15 @@ func outermost(s *fieldpath.Set) []fieldpath.Path {
 	return out
 }
 
-// valueAt returns the value at p in tv, and whether it has one: with the
-// paths of within under p (a map or list item's fields), else as a leaf.
-func valueAt(tv *typed.TypedValue, p fieldpath.Path, within *fieldpath.Set) (any, bool) {
-	paths := fieldpath.NewSet(p)
-	if within != nil {
-		for q := range within.All() {
-			if len(q) > len(p) && q[:len(p)].Equals(p) {
-				paths.Insert(q)
-			}
-		}
+// valueAt returns the value at p in tv, and whether it has one. Live
+// objects carry every key field of their list items; where a rendered
+// item leaves one to its default, the schema finds it.
+func valueAt(tv *typed.TypedValue, p fieldpath.Path) (any, bool) {
+	if v, ok := lookup(tv.AsValue().Unstructured(), p); ok {
+		return v, true
 	}
 	// Extracted, every list on the way holds only p's item.
-	var cur any = tv.ExtractItems(paths, typed.WithAppendKeyFields()).AsValue().Unstructured()
+	var cur any = tv.ExtractItems(fieldpath.NewSet(p), typed.WithAppendKeyFields()).AsValue().Unstructured()
 	for _, pe := range p {
 		switch {
 		case pe.FieldName != nil:
@@ -180,7 +360,7 @@ func within(live, want any) bool {
 		}
 		return true
 	}
-	return value.Equals(value.NewValueInterface(live), value.NewValueInterface(want))
+	return sameScalar(live, want)
 }
 
 // quantityType is the schema's name of resource.Quantity, which the API
@@ -231,20 +411,9 @@ func typeAt(s *smdschema.Schema, tr smdschema.TypeRef, p fieldpath.Path) (smdsch
 // longer has (removed: every path of live that desired lacks, as Compare
 // gives them), each at the outermost path desired lacks.
 func removedOwned(removed *fieldpath.Set, got *typed.TypedValue, live *unstructured.Unstructured) []FieldChange {
-	owned := &fieldpath.Set{}
-	for _, mf := range live.GetManagedFields() {
-		if mf.Manager != objects.FieldManager || mf.Operation != metav1.ManagedFieldsOperationApply || mf.FieldsV1 == nil {
-			continue
-		}
-		set := &fieldpath.Set{}
-		if err := set.FromJSON(mf.FieldsV1.GetRawReader()); err != nil {
-			continue // unreadable ownership data: nothing to report
-		}
-		owned = owned.Union(set)
-	}
 	var out []FieldChange
 	seen := map[string]bool{}
-	for p := range owned.Intersection(removed).All() {
+	for p := range owned(live).Intersection(removed).All() {
 		missing := p
 		for i := 1; i < len(p); i++ {
 			if removed.Has(p[:i]) {
@@ -257,10 +426,27 @@ func removedOwned(removed *fieldpath.Set, got *typed.TypedValue, live *unstructu
 			continue
 		}
 		seen[key] = true
-		before, _ := valueAt(got, missing, removed)
+		before, _ := valueAt(got, missing)
 		out = append(out, FieldChange{Path: pathString(missing), Before: before, After: nil})
 	}
 	return out
+}
+
+// owned is what gpuslice applied to live: the fields of its entries in
+// live's managedFields.
+func owned(live *unstructured.Unstructured) *fieldpath.Set {
+	set := &fieldpath.Set{}
+	for _, mf := range live.GetManagedFields() {
+		if mf.Manager != objects.FieldManager || mf.Operation != metav1.ManagedFieldsOperationApply || mf.FieldsV1 == nil {
+			continue
+		}
+		s := &fieldpath.Set{}
+		if err := s.FromJSON(mf.FieldsV1.GetRawReader()); err != nil {
+			continue // unreadable ownership data: nothing to report
+		}
+		set = set.Union(s)
+	}
+	return set
 }
 
 // pathString writes a field path the way Diff's subset paths read:
