@@ -48,7 +48,9 @@ func Diff(desired, live *unstructured.Unstructured, types managedfields.TypeConv
 	if unchanged(want.Schema(), want.TypeRef(), want.AsValue().Unstructured(), liveObj.Object) {
 		// Nothing to add or modify: only fields gpuslice gave up remain to
 		// be found, without reading all of live with the schema.
-		return ownedNotDesired(want.AsValue().Unstructured(), live), nil
+		out := ownedNotDesired(want.AsValue().Unstructured(), live)
+		sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+		return out, nil
 	}
 	got, err := types.ObjectToTyped(liveObj, typed.AllowDuplicates)
 	if err != nil {
