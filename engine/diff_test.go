@@ -4,15 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 
+	"github.com/gpuslice/gpuslice/engine"
+	"github.com/gpuslice/gpuslice/engine/apply"
 	"github.com/gpuslice/gpuslice/engine/plan"
+	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 )
 
 // changesOf returns the plan's changes that do something.
@@ -125,5 +132,105 @@ func TestPlanDiffFollowsTheSchema(t *testing.T) {
 		if got := fmt.Sprint(f.Path, ": ", f.Before, " → ", f.After); got != `.spec.template.spec.containers[name=ollama].resources.limits: map[memory:4Gi] → <nil>` {
 			t.Errorf("%s without memory_limit: field change = %s", memory, got)
 		}
+	}
+}
+
+// openAPIRequests counts the OpenAPI v3 requests sent through a config,
+// by path: the index (/openapi/v3) and each group-version's document.
+type openAPIRequests struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	got  map[string]int
+}
+
+func (o *openAPIRequests) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasPrefix(r.URL.Path, "/openapi/v3") {
+		o.mu.Lock()
+		o.got[r.URL.Path]++
+		o.mu.Unlock()
+	}
+	return o.next.RoundTrip(r)
+}
+
+func (o *openAPIRequests) take() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	got := o.got
+	o.got = map[string]int{}
+	return got
+}
+
+// TestPlanFetchesOnlyTheSchemasItCompares: a plan fetches the API
+// server's schema of each group-version it compares an object of, once,
+// and no other: Prefetch (the provider's Configure) and a plan that only
+// creates fetch none (not even the index), a plan of the applied stack the index and the documents of the
+// kinds it compares (not batch/v1 or autoscaling/v2, which the stack does
+// not render), each once however many objects share it. A new run reads
+// the index again but no document that has not changed.
+func TestPlanFetchesOnlyTheSchemasItCompares(t *testing.T) {
+	c := clustertest.Shared(t)
+	cfg := rest.CopyConfig(c.RESTConfig())
+	requests := &openAPIRequests{got: map[string]int{}}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { requests.next = rt; return requests })
+	e, err := engine.New(cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	const ns = "schema-fetch"
+	s := loadStack(t, ns, stackHCL(ns, ""))
+
+	e.Prefetch()
+	p := mustPlan(t, e, s)
+	for _, ch := range p.Changes {
+		if ch.Action != plan.Create {
+			t.Fatalf("%s of %s: want a stack not applied yet", ch.Action, ch.Ref)
+		}
+	}
+	if got := requests.take(); len(got) != 0 {
+		t.Errorf("a plan that only creates fetched %v, want no schema", got)
+	}
+	if err := e.Apply(context.Background(), p, apply.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dp, err := e.PlanDestroy(context.Background(), ns)
+		if err == nil {
+			err = e.Destroy(context.Background(), dp, apply.Options{})
+		}
+		if err != nil {
+			t.Errorf("destroy %s: %v", ns, err)
+		}
+	})
+
+	e.Refresh()
+	requests.take()
+	p = mustPlan(t, e, s)
+	if p.HasChanges() {
+		t.Fatalf("plan after apply:\n%s", planText(p))
+	}
+	want := map[string]int{"/openapi/v3": 1}
+	for _, ch := range p.Changes {
+		gv := ch.Desired.GroupVersionKind().GroupVersion()
+		path := "/openapi/v3/apis/" + gv.String()
+		if gv.Group == "" {
+			path = "/openapi/v3/api/" + gv.Version
+		}
+		want[path] = 1
+	}
+	for _, gv := range []string{"api/v1", "apis/apps/v1", "apis/resource.k8s.io/v1"} {
+		if want["/openapi/v3/"+gv] != 1 {
+			t.Fatalf("the plan compares no object of %s (%v): the stack is not the one this test means", gv, want)
+		}
+	}
+	if got := requests.take(); !maps.Equal(got, want) {
+		t.Errorf("a plan comparing %d objects fetched %v, want %v", len(p.Changes), got, want)
+	}
+
+	e.Refresh()
+	requests.take()
+	requireNoChanges(t, e, s)
+	if got := requests.take(); len(got) != 1 || got["/openapi/v3"] != 1 {
+		t.Errorf("the next run fetched %v, want the index only (no document changed)", got)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/diag"
@@ -64,15 +63,9 @@ func (e *Engine) Prefetch() {
 	// What plan compares a quota's namespace and a workload's claim
 	// template with.
 	e.view.Warm(view.Namespaces, view.ManagedKind("resource.k8s.io", "ResourceClaimTemplate"))
-	// The schemas plan's diff reads those of packages, quotas and
-	// workloads with.
-	e.view.WarmTypes(resourceTypes...)
+	// Not the schemas plan compares with: only the group-versions a plan
+	// compares are fetched, when it first does (plan.Make warms them).
 }
-
-// resourceTypes are the group-versions of the built-in kinds packages,
-// quotas and workloads render.
-var resourceTypes = []k8sschema.GroupVersion{{Version: "v1"}, {Group: "apps", Version: "v1"}, {Group: "batch", Version: "v1"},
-	{Group: "resource.k8s.io", Version: "v1"}, {Group: "autoscaling", Version: "v2"}}
 
 // What LoadResourceContext reads: the platform settings and the packages.
 var (
