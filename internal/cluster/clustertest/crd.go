@@ -78,7 +78,7 @@ func ServeCRD(tb testing.TB, cfg *rest.Config, crds ...CRD) {
 		})
 	}
 	for _, crd := range crds {
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 			return served(disco, crd) && published(disco, crd), nil
 		}); err != nil {
 			tb.Fatalf("the %s CRD is not served with its schema: %v", crd.Kind, err)
