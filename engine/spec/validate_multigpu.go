@@ -34,7 +34,7 @@ func (v *validator) multiGPU(w *Workload) {
 	for _, name := range sortedKeys(w.Container.Env) {
 		if slices.Contains(TrainingEnv, name) {
 			v.errorf(a, fmt.Sprintf("container.env[%q]", name), "Reserved environment variable",
-				"%s is set by gpuslice in every worker of a distributed training job (the rendezvous torchrun reads; for a PyTorchJob or a TrainJob, the operator sets it); remove it", name)
+				"%s is set by gpuslice in every worker of a distributed training job (the rendezvous torchrun reads; for a PyTorchJob the Kubeflow Training Operator sets it, for a TrainJob Kubeflow Trainer); remove it", name)
 		}
 	}
 }
