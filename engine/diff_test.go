@@ -51,6 +51,7 @@ func TestPlanDiffFollowsTheSchema(t *testing.T) {
 	}
 	s := loadStack(t, ns, hcl("1024Mi", threeVars))
 	mustApply(t, e, s)
+	t.Cleanup(func() { destroyStack(t, e, ns) })
 
 	d, err := c.Client().AppsV1().Deployments(ns).Get(ctx, "ollama", metav1.GetOptions{})
 	if err != nil {
@@ -193,15 +194,7 @@ func TestPlanFetchesOnlyTheSchemasItCompares(t *testing.T) {
 	if err := e.Apply(context.Background(), p, apply.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		dp, err := e.PlanDestroy(context.Background(), ns)
-		if err == nil {
-			err = e.Destroy(context.Background(), dp, apply.Options{})
-		}
-		if err != nil {
-			t.Errorf("destroy %s: %v", ns, err)
-		}
-	})
+	t.Cleanup(func() { destroyStack(t, e, ns) })
 
 	e.Refresh()
 	requests.take()
