@@ -133,7 +133,7 @@ func TestRenderedConfigsAreAdmitted(t *testing.T) {
 					if err := a.create(ctx, a.client, o.Obj.GetNamespace(), o.Obj, false); err != nil && !apierrors.IsAlreadyExists(err) {
 						t.Fatal(err)
 					}
-				case kind == "PyTorchJob", kind == "ScaledObject":
+				case kind == "PyTorchJob", kind == "ScaledObject", kind == "TrainJob", kind == "TrainingRuntime":
 					// Kinds of optional operators, not installed here, that
 					// no policy matches; the pods an operator makes are
 					// checked.
@@ -192,6 +192,17 @@ func madeByControllers(t *testing.T, o *unstructured.Unstructured) []*unstructur
 		for _, typ := range slices.Sorted(maps.Keys(specs)) {
 			tmpl, _, _ := unstructured.NestedMap(specs[typ].(map[string]any), "template")
 			pods = append(pods, podOf(o, tmpl, strings.ToLower(typ)))
+		}
+		return pods
+	case "TrainingRuntime":
+		// Trainer, through a JobSet, makes the pods of each replicated
+		// job's template (the TrainJob itself carries none).
+		var pods []*unstructured.Unstructured
+		jobs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "replicatedJobs")
+		for _, j := range jobs {
+			name, _, _ := unstructured.NestedString(j.(map[string]any), "name")
+			tmpl, _, _ := unstructured.NestedMap(j.(map[string]any), "template", "spec", "template")
+			pods = append(pods, podOf(o, tmpl, name))
 		}
 		return pods
 	}

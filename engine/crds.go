@@ -10,12 +10,15 @@ import (
 )
 
 // optionalKinds are the kinds gpuslice renders only where another
-// project's CRD is installed: KEDA's ScaledObject and Kubeflow's
-// PyTorchJob. The plan-time checks refuse a workload that needs a missing
-// one, naming its attribute.
+// project's CRD is installed: KEDA's ScaledObject, the Kubeflow Training
+// Operator's PyTorchJob and Kubeflow Trainer's TrainJob and
+// TrainingRuntime. The plan-time checks refuse a workload that needs a
+// missing one, naming its attribute.
 var optionalKinds = []struct{ apiVersion, kind string }{
 	{render.KEDAAPIVersion, render.KEDAKind},
 	{render.PyTorchJobAPIVersion, render.PyTorchJobKind},
+	{render.TrainerAPIVersion, render.TrainJobKind},
+	{render.TrainerAPIVersion, render.TrainingRuntimeKind},
 }
 
 // served asks the API server whether it serves kind in apiVersion (its
@@ -35,6 +38,17 @@ func (e *Engine) served(apiVersion, kind string) *bool {
 		}
 	}
 	return &found
+}
+
+// servedAll is served for several kinds of one apiVersion: false when
+// any is missing.
+func (e *Engine) servedAll(apiVersion string, kinds ...string) *bool {
+	for _, k := range kinds {
+		if ok := e.served(apiVersion, k); ok == nil || !*ok {
+			return ok
+		}
+	}
+	return new(true)
 }
 
 // withoutUninstalledKinds leaves out the objects of optional kinds the

@@ -131,6 +131,9 @@ func (e *Engine) Check(ctx context.Context, s *spec.Stack) diag.Diagnostics {
 	if s.HasSharedPackages() || usesSharedPackage(s, facts) {
 		facts.ConsumableCapacity = e.consumableCapacity(ctx)
 	}
+	if s.UsesTrainJob() {
+		facts.TrainJob = e.servedAll(render.TrainerAPIVersion, render.TrainJobKind, render.TrainingRuntimeKind)
+	}
 	return checks.Run(s, t, facts, "")
 }
 

@@ -9,13 +9,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/gpuslice/gpuslice/engine/diag"
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/spec"
-	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 )
 
@@ -35,8 +35,9 @@ const kedaAutoscaling = `autoscaling {
 var scaledObjects = schema.GroupVersionResource{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledobjects"}
 
 // TestKEDAScaledObject: a keda block is refused at plan while KEDA's CRD
-// is missing; with a minimal ScaledObject CRD installed it renders a
-// ScaledObject instead of an HPA, and plans no change after apply.
+// is missing; with KEDA's ScaledObject CRD installed it renders a
+// ScaledObject instead of an HPA, plans no change after apply, and shows
+// a hand edit of it as drift.
 func TestKEDAScaledObject(t *testing.T) {
 	e, c := newEngine(t)
 	ctx := context.Background()
@@ -58,7 +59,7 @@ func TestKEDAScaledObject(t *testing.T) {
 		t.Fatalf("plan errors without KEDA = %q", errs)
 	}
 
-	installCRD(t, c, "keda.sh", "v1alpha1", "scaledobjects", "ScaledObject")
+	clustertest.ServeCRD(t, c.RESTConfig(), clustertest.ScaledObject)
 	mustApply(t, e, s)
 	so, err := dynamic.NewForConfigOrDie(c.RESTConfig()).Resource(scaledObjects).Namespace(ns).Get(ctx, "infer", metav1.GetOptions{})
 	if err != nil {
@@ -77,6 +78,21 @@ func TestKEDAScaledObject(t *testing.T) {
 		t.Fatalf("Deployment annotations %v, %v", d.Annotations, err)
 	}
 
+	// A hand edit of the ScaledObject is drift, shown field by field with
+	// KEDA's own schema, and apply restores it.
+	soClient := dynamic.NewForConfigOrDie(c.RESTConfig()).Resource(scaledObjects).Namespace(ns)
+	if _, err := soClient.Patch(ctx, "infer", types.MergePatchType, []byte(`{"spec":{"maxReplicaCount":5}}`),
+		metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	p = mustPlan(t, e, s)
+	if ch := changesOf(p); len(ch) != 1 || ch[0].Ref.Kind != "ScaledObject" || ch[0].Action != plan.Update ||
+		len(ch[0].Fields) != 1 || ch[0].Fields[0].Path != ".spec.maxReplicaCount" {
+		t.Fatalf("plan after editing the ScaledObject:\n%s", planText(p))
+	}
+	mustApply(t, e, s)
+	requireNoChanges(t, e, s)
+
 	// KEDA's HPA scales the Deployment; gpuslice leaves the count alone.
 	scaleTo(t, c.Client(), ns, "infer", 2)
 	requireNoChanges(t, e, s)
@@ -92,11 +108,4 @@ func TestKEDAScaledObject(t *testing.T) {
 		got.KEDA.Prometheus.Threshold != "0.5" || got.MaxReplicas != 2 {
 		t.Errorf("read back autoscaling %+v", got)
 	}
-}
-
-// installCRD makes the test cluster serve kind until the test ends (see
-// clustertest.ServeCRD).
-func installCRD(t *testing.T, c *cluster.Cluster, group, version, plural, kind string) {
-	t.Helper()
-	clustertest.ServeCRD(t, c.RESTConfig(), group, version, plural, kind)
 }

@@ -10,12 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/gpuslice/gpuslice/engine/apply"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/spec"
 	"github.com/gpuslice/gpuslice/engine/status"
+	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 )
 
 var pyTorchJobs = schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}
@@ -56,10 +58,11 @@ resource "gpuslice_workload" "ddp" {
 }
 
 // TestPyTorchJob: training_operator = "pytorchjob" is refused at plan
-// while the cluster does not serve PyTorchJob; with a minimal CRD it
+// while the cluster does not serve PyTorchJob; with the operator's CRD it
 // renders a PyTorchJob (a Master and two Workers on the claim template,
 // without the rendezvous environment the operator sets) instead of the
-// indexed Job and its Service, plans no change after apply, reads back,
+// indexed Job and its Service, plans no change after apply (though the
+// CRD defaults a field), shows a hand edit as drift, reads back,
 // and says honestly that no pod exists while no operator runs. Leaving
 // the attribute out again prunes the PyTorchJob for the indexed Job.
 func TestPyTorchJob(t *testing.T) {
@@ -83,7 +86,7 @@ func TestPyTorchJob(t *testing.T) {
 		t.Fatalf("read back without the CRD: %v, %v", r, err)
 	}
 
-	installCRD(t, c, "kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+	clustertest.ServeCRD(t, c.RESTConfig(), clustertest.PyTorchJob)
 	// Destroyed after the test, so the indexed Job it ends with takes no
 	// GPU another test on the shared cluster publishes.
 	t.Cleanup(func() {
@@ -130,6 +133,26 @@ func TestPyTorchJob(t *testing.T) {
 	if _, err := c.Client().CoreV1().Services(ns).Get(ctx, "ddp-workers", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a headless Service beside the PyTorchJob (the operator makes its own): %v", err)
 	}
+	// The CRD defaults runPolicy.suspend, which gpuslice does not set: no
+	// change. A hand edit of the spec is drift, shown with the CRD's schema.
+	job, err = dyn.Resource(pyTorchJobs).Namespace(ns).Get(ctx, "ddp", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if suspend, found, _ := unstructured.NestedBool(job.Object, "spec", "runPolicy", "suspend"); !found || suspend {
+		t.Fatalf("runPolicy.suspend = %v (found %v): want the CRD's default false", suspend, found)
+	}
+	requireNoChanges(t, e, s)
+	if _, err := dyn.Resource(pyTorchJobs).Namespace(ns).Patch(ctx, "ddp", types.MergePatchType,
+		[]byte(`{"spec":{"pytorchReplicaSpecs":{"Worker":{"replicas":5}}}}`), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	p = mustPlan(t, e, s)
+	if ch := changesOf(p); len(ch) != 1 || ch[0].Ref.Kind != "PyTorchJob" || ch[0].Action != plan.Replace || len(ch[0].Fields) != 1 ||
+		ch[0].Fields[0].Path != ".spec.pytorchReplicaSpecs.Worker.replicas" || fmt.Sprint(ch[0].Fields[0].Before, "→", ch[0].Fields[0].After) != "5→2" {
+		t.Fatalf("plan after editing the PyTorchJob:\n%s", planText(p))
+	}
+	mustApply(t, e, s)
 	requireNoChanges(t, e, s)
 
 	r, err := e.ReadResource(ctx, "gpuslice_workload", ns+"/ddp", s.Workloads[0])

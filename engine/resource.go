@@ -63,6 +63,8 @@ func (e *Engine) Prefetch() {
 	// What plan compares a quota's namespace and a workload's claim
 	// template with.
 	e.view.Warm(view.Namespaces, view.ManagedKind("resource.k8s.io", "ResourceClaimTemplate"))
+	// Not the schemas plan compares with: only the group-versions a plan
+	// compares are fetched, when it first does (plan.Make warms them).
 }
 
 // What LoadResourceContext reads: the platform settings and the packages.

@@ -27,9 +27,11 @@ func TestMultiGPUAndWorkersErrors(t *testing.T) {
 		{"training operator without workers", with("  kind = \"job\"\n  training_operator = \"pytorchjob\""),
 			[]string{"gpuslice_workload.w.training_operator: Training operator without workers", "workers = 2 or more, or remove training_operator"}},
 		{"unknown training operator", with("  kind = \"job\"\n  workers = 2\n  training_operator = \"tfjob\""),
-			[]string{"gpuslice_workload.w.training_operator: Invalid training operator", `"tfjob": use "pytorchjob"`}},
+			[]string{"gpuslice_workload.w.training_operator: Invalid training operator", `"tfjob": use "trainjob" (Kubeflow Trainer's TrainJob), "pytorchjob"`}},
 		{"rendezvous variable set for a PyTorchJob", strings.Replace(with("  kind = \"job\"\n  workers = 2\n  training_operator = \"pytorchjob\""), `image = "ollama/ollama:0.24.0"`, "image = \"ollama/ollama:0.24.0\"\n    env = { RANK = \"0\" }", 1),
-			[]string{`gpuslice_workload.w.container.env["RANK"]: Reserved environment variable`, "the Kubeflow Training Operator sets it"}},
+			[]string{`gpuslice_workload.w.container.env["RANK"]: Reserved environment variable`, "for a PyTorchJob the Kubeflow Training Operator sets it"}},
+		{"rendezvous variable set for a TrainJob", strings.Replace(with("  kind = \"job\"\n  workers = 2\n  training_operator = \"trainjob\""), `image = "ollama/ollama:0.24.0"`, "image = \"ollama/ollama:0.24.0\"\n    env = { PET_NODE_RANK = \"0\" }", 1),
+			[]string{`gpuslice_workload.w.container.env["PET_NODE_RANK"]: Reserved environment variable`, "for a TrainJob Kubeflow Trainer"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,7 +2,7 @@ package plan
 
 import (
 	"fmt"
-	"reflect"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -10,7 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	smdschema "sigs.k8s.io/structured-merge-diff/v6/schema"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
 	"sigs.k8s.io/structured-merge-diff/v6/value"
 
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
@@ -26,127 +29,133 @@ type FieldChange struct {
 }
 
 // Diff compares only what gpuslice owns: every field of desired must hold
-// the same value in live (fields the API server or controllers add are not
-// looked at), and every field gpuslice applied before (live's managedFields
-// for the gpuslice manager) must still be desired, else it shows as
-// removed.
-func Diff(desired, live *unstructured.Unstructured) []FieldChange {
+// the same value in live (fields the API server or controllers add, and
+// defaults, are not looked at), and every field gpuslice applied before
+// (live's managedFields for the gpuslice manager) must still be desired,
+// else it shows as removed. Both are read with types, the API server's
+// schema of their kind, the way server-side apply reads them: list items
+// are matched by the keys the schema declares (in any order), atomic lists
+// compared whole, sets as sets, and quantities by amount, as the API server
+// stores them ("1024Mi" is "1Gi").
+func Diff(desired, live *unstructured.Unstructured, types managedfields.TypeConverter) ([]FieldChange, error) {
+	want, err := types.ObjectToTyped(compared(desired, false))
+	if err != nil {
+		return nil, fmt.Errorf("%s as gpuslice renders it does not fit the API server's schema of %s: %w; "+
+			"the cluster may run an older version of the kind than gpuslice renders (upgrade what serves it), else this is a bug in gpuslice",
+			refOf(desired), desired.GetKind(), err)
+	}
+	liveObj := compared(live, true)
+	if unchanged(want.Schema(), want.TypeRef(), want.AsValue().Unstructured(), liveObj.Object) {
+		// Nothing to add or modify: only fields gpuslice gave up remain to
+		// be found, without reading all of live with the schema.
+		out := ownedNotDesired(want.AsValue().Unstructured(), live)
+		sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+		return out, nil
+	}
+	got, err := types.ObjectToTyped(liveObj, typed.AllowDuplicates)
+	if err != nil {
+		return nil, fmt.Errorf("read %s with the API server's schema of %s: %w", refOf(live), live.GetKind(), err)
+	}
+	cmp, err := got.Compare(want)
+	if err != nil {
+		return nil, fmt.Errorf("compare %s with the cluster's: %w", refOf(desired), err)
+	}
 	var out []FieldChange
-	subset(desired.Object, live.Object, "", &out)
-	out = append(out, removedOwned(desired.Object, live)...)
+	for _, p := range outermost(cmp.Added) {
+		after, _ := valueAt(want, p)
+		out = append(out, FieldChange{Path: pathString(p), Before: nil, After: after})
+	}
+	for p := range cmp.Modified.All() {
+		before, _ := valueAt(got, p)
+		after, _ := valueAt(want, p)
+		if sameQuantity(want, p, before, after) || contains(before, after) {
+			continue
+		}
+		out = append(out, FieldChange{Path: pathString(p), Before: before, After: after})
+	}
+	out = append(out, removedOwned(cmp.Removed, got, live)...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out
+	return out, nil
 }
 
-// listKeys are the fields that identify elements of the associative lists
-// gpuslice renders (containers, env, ports, volumes, mounts, claims).
-var listKeys = []string{"name", "mountPath", "containerPort", "port"}
-
-func subset(want, got any, path string, out *[]FieldChange) {
+// unchanged says whether live holds every field of want at the same
+// place, walking want with its type tr: true only when comparing them with
+// the schema would find nothing to add or modify, the common case, which
+// it tells at a fraction of the cost. Lists must have the same length and
+// their items in the same order; an item of a keyed list must carry every
+// key field (the schema may default one that live holds otherwise);
+// atomic values are compared as Diff does (contains); scalars by value.
+// Anything else (a quantity written otherwise, a reordered list, a field
+// the schema lacks) is false, and Diff compares with the schema.
+func unchanged(s *smdschema.Schema, tr smdschema.TypeRef, want, live any) bool {
+	a, ok := s.Resolve(tr)
+	if !ok {
+		return false
+	}
 	switch w := want.(type) {
 	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			*out = append(*out, FieldChange{Path: path, Before: got, After: want})
-			return
+		l, ok := live.(map[string]any)
+		if !ok || a.Map == nil {
+			return false
 		}
-		for _, k := range sortedKeys(w) {
-			if path == "" && k == "status" {
-				continue
-			}
-			sub := path + field(k)
-			gv, present := g[k]
-			if !present {
-				*out = append(*out, FieldChange{Path: sub, Before: nil, After: w[k]})
-				continue
-			}
-			subset(w[k], gv, sub, out)
+		if a.Map.ElementRelationship == smdschema.Atomic {
+			return within(l, w)
 		}
+		for k, wv := range w {
+			lv, ok := l[k]
+			if !ok {
+				return false
+			}
+			ft := a.Map.ElementType
+			if f, ok := a.Map.FindField(k); ok {
+				ft = f.Type
+			}
+			if !unchanged(s, ft, wv, lv) {
+				return false
+			}
+		}
+		return true
 	case []any:
-		g, ok := got.([]any)
-		if !ok {
-			*out = append(*out, FieldChange{Path: path, Before: got, After: want})
-			return
+		l, ok := live.([]any)
+		if !ok || a.List == nil || len(l) != len(w) {
+			return false
 		}
-		if key := listKey(w); key != "" {
-			for _, we := range w {
-				wm := we.(map[string]any)
-				id := wm[key]
-				var match any
-				for _, ge := range g {
-					if gm, ok := ge.(map[string]any); ok && scalarEqual(gm[key], id, "") {
-						match = gm
-						break
-					}
-				}
-				sub := fmt.Sprintf("%s[%s=%v]", path, key, id)
-				if match == nil {
-					*out = append(*out, FieldChange{Path: sub, Before: nil, After: we})
-					continue
-				}
-				subset(we, match, sub, out)
-			}
-			return
-		}
-		if len(w) != len(g) {
-			*out = append(*out, FieldChange{Path: path, Before: got, After: want})
-			return
+		if a.List.ElementRelationship == smdschema.Atomic {
+			return within(l, w)
 		}
 		for i := range w {
-			subset(w[i], g[i], fmt.Sprintf("%s[%d]", path, i), out)
-		}
-	default:
-		if !scalarEqual(want, got, path) {
-			*out = append(*out, FieldChange{Path: path, Before: got, After: want})
-		}
-	}
-}
-
-// listKey returns the field identifying the elements of an associative
-// list, or "" for an atomic list compared position by position.
-func listKey(l []any) string {
-	if len(l) == 0 {
-		return ""
-	}
-	for _, k := range listKeys {
-		all := true
-		for _, e := range l {
-			m, ok := e.(map[string]any)
-			if !ok || m[k] == nil {
-				all = false
-				break
+			if m, ok := w[i].(map[string]any); ok {
+				for _, k := range a.List.Keys {
+					if _, ok := m[k]; !ok {
+						return false
+					}
+				}
+			}
+			if !unchanged(s, a.List.ElementType, w[i], l[i]) {
+				return false
 			}
 		}
-		if all {
-			return k
-		}
-	}
-	return ""
-}
-
-// scalarEqual compares leaf values the way the API server stores them:
-// numbers by value, and quantities (resource requests, quota limits,
-// storage) by amount, so "1000m" equals "1".
-func scalarEqual(want, got any, path string) bool {
-	if reflect.DeepEqual(want, got) {
 		return true
 	}
-	if wf, ok := number(want); ok {
-		gf, ok := number(got)
-		return ok && wf == gf
-	}
-	ws, wok := want.(string)
-	gs, gok := got.(string)
-	if wok && gok && quantityPath(path) {
-		wq, err1 := resource.ParseQuantity(ws)
-		gq, err2 := resource.ParseQuantity(gs)
-		return err1 == nil && err2 == nil && wq.Cmp(gq) == 0
-	}
-	return false
+	return a.Scalar != nil && sameScalar(want, live)
 }
 
-func quantityPath(path string) bool {
-	return strings.Contains(path, ".resources.") || strings.Contains(path, ".hard.") || strings.HasSuffix(path, ".storage")
+// sameScalar compares two scalars of unstructured objects: numbers by
+// value, whatever their Go type.
+func sameScalar(a, b any) bool {
+	switch x := a.(type) {
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case nil:
+		return b == nil
+	}
+	x, ok1 := number(a)
+	y, ok2 := number(b)
+	return ok1 && ok2 && x == y
 }
 
 func number(v any) (float64, bool) {
@@ -163,50 +172,48 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
-// removedOwned lists fields gpuslice applied before that desired no longer
-// has, from the gpuslice entry of live's managedFields.
-func removedOwned(desired map[string]any, live *unstructured.Unstructured) []FieldChange {
+// ownedNotDesired is removedOwned where want is unchanged in live: each
+// field gpuslice owns is looked up in want and live by its path, its list
+// items by their keys, which every keyed item of want then carries.
+func ownedNotDesired(want any, live *unstructured.Unstructured) []FieldChange {
 	var out []FieldChange
-	for _, mf := range live.GetManagedFields() {
-		if mf.Manager != objects.FieldManager || mf.Operation != metav1.ManagedFieldsOperationApply || mf.FieldsV1 == nil {
+	seen := map[string]bool{}
+	for p := range owned(live).All() {
+		var missing fieldpath.Path
+		cur := want
+		for i, pe := range p {
+			next, ok := step(cur, pe)
+			if !ok {
+				missing = p[:i+1].Copy()
+				break
+			}
+			cur = next
+		}
+		if missing == nil || seen[missing.String()] {
 			continue
 		}
-		set := &fieldpath.Set{}
-		if err := set.FromJSON(mf.FieldsV1.GetRawReader()); err != nil {
-			continue // unreadable ownership data: nothing to report
-		}
-		seen := map[string]bool{}
-		set.Leaves().Iterate(func(p fieldpath.Path) {
-			missing, ok := firstMissing(desired, p)
-			if !ok {
-				return
-			}
-			key := missing.String()
-			if seen[key] {
-				return
-			}
-			seen[key] = true
-			before, _ := valueAt(live.Object, missing)
+		seen[missing.String()] = true
+		if before, ok := lookup(live.Object, missing); ok {
 			out = append(out, FieldChange{Path: pathString(missing), Before: before, After: nil})
-		})
+		}
 	}
 	return out
 }
 
-// firstMissing returns the shortest prefix of p that desired does not
-// contain, and whether there is one.
-func firstMissing(desired map[string]any, p fieldpath.Path) (fieldpath.Path, bool) {
-	var cur any = desired
-	for i, pe := range p {
-		next, ok := step(cur, pe)
+// lookup follows a field path in an unstructured value whose list items
+// carry their key fields.
+func lookup(v any, p fieldpath.Path) (any, bool) {
+	for _, pe := range p {
+		next, ok := step(v, pe)
 		if !ok {
-			return p[:i+1], true
+			return nil, false
 		}
-		cur = next
+		v = next
 	}
-	return nil, false
+	return v, true
 }
 
+// step follows one element of a field path in an unstructured value.
 func step(cur any, pe fieldpath.PathElement) (any, bool) {
 	switch {
 	case pe.FieldName != nil:
@@ -217,10 +224,7 @@ func step(cur any, pe fieldpath.PathElement) (any, bool) {
 		v, ok := m[*pe.FieldName]
 		return v, ok
 	case pe.Key != nil:
-		l, ok := cur.([]any)
-		if !ok {
-			return nil, false
-		}
+		l, _ := cur.([]any)
 		for _, e := range l {
 			m, ok := e.(map[string]any)
 			if !ok {
@@ -228,7 +232,7 @@ func step(cur any, pe fieldpath.PathElement) (any, bool) {
 			}
 			match := true
 			for _, f := range *pe.Key {
-				if !scalarEqual(f.Value.Unstructured(), m[f.Name], "") {
+				if !sameScalar(f.Value.Unstructured(), m[f.Name]) {
 					match = false
 					break
 				}
@@ -237,38 +241,214 @@ func step(cur any, pe fieldpath.PathElement) (any, bool) {
 				return m, true
 			}
 		}
-		return nil, false
 	case pe.Value != nil:
-		l, ok := cur.([]any)
-		if !ok {
-			return nil, false
-		}
+		l, _ := cur.([]any)
 		for _, e := range l {
 			if value.Equals(value.NewValueInterface(e), *pe.Value) {
 				return e, true
 			}
 		}
-		return nil, false
 	case pe.Index != nil:
-		l, ok := cur.([]any)
-		if !ok || *pe.Index >= len(l) {
-			return nil, false
+		if l, ok := cur.([]any); ok && *pe.Index < len(l) {
+			return l[*pe.Index], true
 		}
-		return l[*pe.Index], true
 	}
 	return nil, false
 }
 
-func valueAt(obj map[string]any, p fieldpath.Path) (any, bool) {
-	var cur any = obj
-	for _, pe := range p {
-		next, ok := step(cur, pe)
-		if !ok {
-			return nil, false
+// compared is what Diff reads of an object: without its status (never
+// gpuslice's) and, live, without managedFields (only removedOwned reads
+// them), sharing the rest.
+func compared(u *unstructured.Unstructured, live bool) *unstructured.Unstructured {
+	obj := maps.Clone(u.Object)
+	delete(obj, "status")
+	if md, ok := obj["metadata"].(map[string]any); ok && live {
+		md = maps.Clone(md)
+		delete(md, "managedFields")
+		obj["metadata"] = md
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+func refOf(u *unstructured.Unstructured) string {
+	if ns := u.GetNamespace(); ns != "" {
+		return fmt.Sprintf("%s %s/%s", u.GetKind(), ns, u.GetName())
+	}
+	return fmt.Sprintf("%s %s", u.GetKind(), u.GetName())
+}
+
+// outermost returns the paths of s that no other path of s contains:
+// a list item added whole is one change, not one per field.
+func outermost(s *fieldpath.Set) []fieldpath.Path {
+	var out []fieldpath.Path
+	for p := range s.All() {
+		inner := false
+		for i := 1; i < len(p) && !inner; i++ {
+			inner = s.Has(p[:i])
 		}
-		cur = next
+		if !inner {
+			out = append(out, p.Copy())
+		}
+	}
+	return out
+}
+
+// valueAt returns the value at p in tv, and whether it has one. Live
+// objects carry every key field of their list items; where a rendered
+// item leaves one to its default, the schema finds it.
+func valueAt(tv *typed.TypedValue, p fieldpath.Path) (any, bool) {
+	if v, ok := lookup(tv.AsValue().Unstructured(), p); ok {
+		return v, true
+	}
+	// Extracted, every list on the way holds only p's item.
+	var cur any = tv.ExtractItems(fieldpath.NewSet(p), typed.WithAppendKeyFields()).AsValue().Unstructured()
+	for _, pe := range p {
+		switch {
+		case pe.FieldName != nil:
+			m, ok := cur.(map[string]any)
+			if !ok {
+				return nil, false
+			}
+			if cur, ok = m[*pe.FieldName]; !ok {
+				return nil, false
+			}
+		default:
+			l, ok := cur.([]any)
+			if !ok || len(l) == 0 {
+				return nil, false
+			}
+			cur = l[0]
+		}
 	}
 	return cur, true
+}
+
+// contains says whether an atomic map or list (replaced whole by apply,
+// so compared whole) holds every field of want at the same place: the
+// API server defaults fields inside them too (a device request's
+// allocationMode, a fieldRef's apiVersion), and applying want again
+// changes nothing. Scalars are not atomic values: false for them.
+func contains(live, want any) bool {
+	switch want.(type) {
+	case map[string]any, []any:
+		return within(live, want)
+	}
+	return false
+}
+
+func within(live, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, wv := range w {
+			lv, ok := l[k]
+			if !ok && wv != nil || !within(lv, wv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		l, ok := live.([]any)
+		if !ok || len(l) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !within(l[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return sameScalar(live, want)
+}
+
+// quantityType is the schema's name of resource.Quantity, which the API
+// server stores in its canonical form.
+const quantityType = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+
+// sameQuantity says whether before and after, at p of a value of tv's
+// type, are the same amount of a quantity the schema declares.
+func sameQuantity(tv *typed.TypedValue, p fieldpath.Path, before, after any) bool {
+	bs, ok1 := before.(string)
+	as, ok2 := after.(string)
+	if !ok1 || !ok2 {
+		return false
+	}
+	tr, ok := typeAt(tv.Schema(), tv.TypeRef(), p)
+	if !ok || tr.NamedType == nil || *tr.NamedType != quantityType {
+		return false
+	}
+	bq, err1 := resource.ParseQuantity(bs)
+	aq, err2 := resource.ParseQuantity(as)
+	return err1 == nil && err2 == nil && bq.Cmp(aq) == 0
+}
+
+// typeAt returns the type of the values at p under tr.
+func typeAt(s *smdschema.Schema, tr smdschema.TypeRef, p fieldpath.Path) (smdschema.TypeRef, bool) {
+	for _, pe := range p {
+		a, ok := s.Resolve(tr)
+		if !ok {
+			return tr, false
+		}
+		switch {
+		case pe.FieldName != nil && a.Map != nil:
+			tr = a.Map.ElementType
+			if f, ok := a.Map.FindField(*pe.FieldName); ok {
+				tr = f.Type
+			}
+		case pe.FieldName == nil && a.List != nil:
+			tr = a.List.ElementType
+		default:
+			return tr, false
+		}
+	}
+	return tr, true
+}
+
+// removedOwned lists the fields gpuslice applied before (the gpuslice
+// entry of live's managedFields) that live still holds and desired no
+// longer has (removed: every path of live that desired lacks, as Compare
+// gives them), each at the outermost path desired lacks.
+func removedOwned(removed *fieldpath.Set, got *typed.TypedValue, live *unstructured.Unstructured) []FieldChange {
+	var out []FieldChange
+	seen := map[string]bool{}
+	for p := range owned(live).Intersection(removed).All() {
+		missing := p
+		for i := 1; i < len(p); i++ {
+			if removed.Has(p[:i]) {
+				missing = p[:i]
+				break
+			}
+		}
+		key := missing.String()
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		before, _ := valueAt(got, missing)
+		out = append(out, FieldChange{Path: pathString(missing), Before: before, After: nil})
+	}
+	return out
+}
+
+// owned is what gpuslice applied to live: the fields of its entries in
+// live's managedFields.
+func owned(live *unstructured.Unstructured) *fieldpath.Set {
+	set := &fieldpath.Set{}
+	for _, mf := range live.GetManagedFields() {
+		if mf.Manager != objects.FieldManager || mf.Operation != metav1.ManagedFieldsOperationApply || mf.FieldsV1 == nil {
+			continue
+		}
+		s := &fieldpath.Set{}
+		if err := s.FromJSON(mf.FieldsV1.GetRawReader()); err != nil {
+			continue // unreadable ownership data: nothing to report
+		}
+		set = set.Union(s)
+	}
+	return set
 }
 
 // pathString writes a field path the way Diff's subset paths read:
@@ -301,13 +481,4 @@ func field(k string) string {
 		return fmt.Sprintf("[%q]", k)
 	}
 	return "." + k
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -8,10 +8,13 @@ package plan
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/diag"
@@ -104,6 +107,14 @@ func Make(ctx context.Context, r Reader, stack string, desired []objects.Object,
 	if err != nil {
 		return nil, err
 	}
+	// The schemas of the objects to compare, fetched together.
+	var gvs []schema.GroupVersion
+	for _, o := range desired {
+		if gv := o.Obj.GroupVersionKind().GroupVersion(); live[o.Ref().Key()] != nil && !slices.Contains(gvs, gv) {
+			gvs = append(gvs, gv)
+		}
+	}
+	r.WarmTypes(gvs...)
 	inInventory := map[string]bool{}
 	for _, r := range applied {
 		inInventory[r.Key()] = true
@@ -124,7 +135,15 @@ func Make(ctx context.Context, r Reader, stack string, desired []objects.Object,
 				p.Diagnostics = append(p.Diagnostics, *d)
 			}
 			c.Desired = leaveReplicas(o.Obj, l)
-			c.Fields = withoutReplicas(c.Desired, Diff(c.Desired, l))
+			types, err := r.Types(ctx, o.Obj.GroupVersionKind())
+			if err != nil {
+				return nil, fmt.Errorf("plan %s: %w", ref, err)
+			}
+			fields, err := Diff(c.Desired, l, types)
+			if err != nil {
+				return nil, fmt.Errorf("plan %s: %w", o.Address, err)
+			}
+			c.Fields = withoutReplicas(c.Desired, fields)
 			c.Action = NoOp
 			if len(c.Fields) > 0 {
 				c.Action = Update
@@ -233,6 +252,10 @@ type Reader interface {
 	// WarmKinds starts reading the kinds at once, before Live asks one by
 	// one.
 	WarmKinds(kinds ...objects.Kind)
+	// Types is the API server's schema of a kind, which Diff compares
+	// with; WarmTypes starts fetching those of group-versions at once.
+	Types(ctx context.Context, gvk schema.GroupVersionKind) (managedfields.TypeConverter, error)
+	WarmTypes(gvs ...schema.GroupVersion)
 }
 
 // readLive finds the live objects for the desired objects and the

@@ -37,6 +37,8 @@ func tenantRules() []rbacv1.PolicyRule {
 		// A training job's choice of Kubeflow's PyTorchJob; its pods still
 		// pass the pod policies when the operator creates them.
 		{APIGroups: []string{"kubeflow.org"}, Verbs: editVerbs, Resources: []string{"pytorchjobs"}},
+		// Or Kubeflow Trainer's TrainJob, with the runtime gpuslice renders for it.
+		{APIGroups: []string{"trainer.kubeflow.org"}, Verbs: editVerbs, Resources: []string{"trainjobs", "trainingruntimes"}},
 		{APIGroups: []string{"resource.k8s.io"}, Verbs: editVerbs, Resources: []string{"resourceclaims", "resourceclaimtemplates"}},
 		{APIGroups: []string{"resource.k8s.io"}, Verbs: readVerbs, Resources: []string{"resourceclaims/status"}},
 		{APIGroups: []string{"events.k8s.io"}, Verbs: readVerbs, Resources: []string{"events"}},

@@ -191,6 +191,15 @@ func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
 			out = append(out, o)
 			break
 		}
+		if w.TrainJob() {
+			// Trainer makes the pods' Service: no headless one here.
+			objs, err := r.trainJob(w, template)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, objs...)
+			break
+		}
 		if w.Distributed() {
 			job, svc := r.training(w, template)
 			if out, err = appendObject(out, w.Address, svc, "v1", "Service"); err != nil {
@@ -208,7 +217,7 @@ func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
 			},
 		}
 	}
-	if workload != nil { // nil for a PyTorchJob, rendered above
+	if workload != nil { // nil for a PyTorchJob or TrainJob, rendered above
 		if w.Autoscaled() {
 			// Plan and apply leave the replica count to the autoscaler.
 			workload.(metav1.Object).GetAnnotations()[objects.AnnotationAutoscaledBy] = autoscaledBy(w)

@@ -47,6 +47,31 @@ func (s *Stack) UsesPyTorchJob() bool {
 	return false
 }
 
+// TrainingOperatorTrainJob is training_operator's value that renders a
+// distributed training job as Kubeflow Trainer's TrainJob.
+const TrainingOperatorTrainJob = "trainjob"
+
+// TrainJob reports whether the workload is a distributed training job
+// Kubeflow Trainer runs, not an indexed Job.
+func (w *Workload) TrainJob() bool {
+	return w.Distributed() && w.TrainingOperator == TrainingOperatorTrainJob
+}
+
+// UsesTrainJob reports whether any workload of the stack renders a
+// TrainJob, whose CRDs the cluster must serve.
+func (s *Stack) UsesTrainJob() bool {
+	for _, w := range s.Workloads {
+		if w.TrainJob() {
+			return true
+		}
+	}
+	return false
+}
+
+// ByOperator reports whether a training operator, not gpuslice, creates
+// the workload's pods (a PyTorchJob or a TrainJob).
+func (w *Workload) ByOperator() bool { return w.PyTorchJob() || w.TrainJob() }
+
 // DefaultMasterPort is the rendezvous port of a distributed training job:
 // torchrun's default, so scripts written for it work unchanged.
 const DefaultMasterPort = 29500

@@ -133,7 +133,8 @@ type Workload struct {
 	Replicas   int32  `json:"replicas"`
 	GPUsPerPod int32  `json:"gpus_per_pod"`
 	Workers    int32  `json:"workers"`
-	// TrainingOperator is empty for the indexed Job, or TrainingOperatorPyTorchJob.
+	// TrainingOperator is empty for the indexed Job, or
+	// TrainingOperatorPyTorchJob or TrainingOperatorTrainJob.
 	TrainingOperator string            `json:"training_operator"`
 	Labels           map[string]string `json:"labels"`
 	Container        Container         `json:"container"`

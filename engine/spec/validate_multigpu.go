@@ -22,8 +22,9 @@ func (v *validator) multiGPU(w *Workload) {
 		v.errorf(a, "replicas", "Replicas and workers both set", "a training job's pods are its %d workers: remove replicas (or set it to 1) and keep workers = %d", w.Workers, w.Workers)
 	}
 	switch {
-	case w.TrainingOperator != "" && w.TrainingOperator != TrainingOperatorPyTorchJob:
-		v.errorf(a, "training_operator", "Invalid training operator", "%q: use %q (Kubeflow's PyTorchJob), or leave training_operator unset for an indexed Job", w.TrainingOperator, TrainingOperatorPyTorchJob)
+	case w.TrainingOperator != "" && w.TrainingOperator != TrainingOperatorPyTorchJob && w.TrainingOperator != TrainingOperatorTrainJob:
+		v.errorf(a, "training_operator", "Invalid training operator", "%q: use %q (Kubeflow Trainer's TrainJob), %q (the Kubeflow Training Operator's PyTorchJob), or leave training_operator unset for an indexed Job",
+			w.TrainingOperator, TrainingOperatorTrainJob, TrainingOperatorPyTorchJob)
 	case w.TrainingOperator != "" && !w.Distributed():
 		v.errorf(a, "training_operator", "Training operator without workers", "a %s runs a distributed training job: set kind = \"job\" and workers = 2 or more, or remove training_operator", w.TrainingOperator)
 	}
@@ -33,7 +34,7 @@ func (v *validator) multiGPU(w *Workload) {
 	for _, name := range sortedKeys(w.Container.Env) {
 		if slices.Contains(TrainingEnv, name) {
 			v.errorf(a, fmt.Sprintf("container.env[%q]", name), "Reserved environment variable",
-				"%s is set by gpuslice in every worker of a distributed training job (the rendezvous torchrun reads; for a PyTorchJob, the Kubeflow Training Operator sets it); remove it", name)
+				"%s is set by gpuslice in every worker of a distributed training job (the rendezvous torchrun reads; for a PyTorchJob the Kubeflow Training Operator sets it, for a TrainJob Kubeflow Trainer); remove it", name)
 		}
 	}
 }

@@ -56,9 +56,9 @@ func TestDiagnosePyTorchJobGang(t *testing.T) {
 	}
 	job := &unstructured.Unstructured{Object: map[string]any{}}
 	s := Snapshot{
-		pods:        map[string][]corev1.Pod{"ml": {pod("master", "0", "n1"), pod("worker", "1", "n2")}},
-		claims:      map[string]map[string]*resourcev1.ResourceClaim{},
-		pyTorchJobs: map[string]*unstructured.Unstructured{"ml/ddp": job},
+		pods:         map[string][]corev1.Pod{"ml": {pod("master", "0", "n1"), pod("worker", "1", "n2")}},
+		claims:       map[string]map[string]*resourcev1.ResourceClaim{},
+		operatorJobs: map[string]*unstructured.Unstructured{"ml/ddp": job},
 	}
 	st := s.Diagnose(w)
 	if want := "2 of 3 workers have slices and hold them while the gang is incomplete; worker 1 waits: its pod is not created yet"; st.Message != want {

@@ -28,7 +28,9 @@ type Snapshot struct {
 	deployments map[string]*appsv1.Deployment // by namespace/name
 	statefulSet map[string]*appsv1.StatefulSet
 	jobs        map[string]*batchv1.Job
-	pyTorchJobs map[string]*unstructured.Unstructured
+	// operatorJobs are the PyTorchJobs and TrainJobs of workloads whose
+	// pods an operator creates.
+	operatorJobs map[string]*unstructured.Unstructured
 }
 
 // The controllers a workload's status reads.
@@ -51,7 +53,7 @@ func Load(ctx context.Context, v *view.View, workloads []*spec.Workload) (*Snaps
 	s := &Snapshot{
 		pods: map[string][]corev1.Pod{}, claims: map[string]map[string]*resourcev1.ResourceClaim{}, events: map[string][]corev1.Event{},
 		deployments: map[string]*appsv1.Deployment{}, statefulSet: map[string]*appsv1.StatefulSet{}, jobs: map[string]*batchv1.Job{},
-		pyTorchJobs: map[string]*unstructured.Unstructured{},
+		operatorJobs: map[string]*unstructured.Unstructured{},
 	}
 	if len(workloads) == 0 {
 		return s, nil
@@ -78,13 +80,17 @@ func Load(ctx context.Context, v *view.View, workloads []*spec.Workload) (*Snaps
 				s.statefulSet[key] = st
 			}
 		case spec.KindJob:
-			if w.PyTorchJob() {
-				j, err := loadPyTorchJob(ctx, v, w)
+			if w.ByOperator() {
+				load := loadPyTorchJob
+				if w.TrainJob() {
+					load = loadTrainJob
+				}
+				j, err := load(ctx, v, w)
 				if err != nil {
 					return nil, err
 				}
 				if j != nil {
-					s.pyTorchJobs[key] = j
+					s.operatorJobs[key] = j
 				}
 				break
 			}

@@ -112,12 +112,16 @@ func (s *Snapshot) Diagnose(w *spec.Workload) Status {
 		}
 		controllerName = w.Name
 	case spec.KindJob:
-		if w.PyTorchJob() {
-			j, ok := s.pyTorchJobs[key]
+		if w.ByOperator() {
+			j, ok := s.operatorJobs[key]
 			if !ok {
 				return missing(w)
 			}
-			if pyTorchJobOutcome(j, &st) {
+			outcome := pyTorchJobOutcome
+			if w.TrainJob() {
+				outcome = trainJobOutcome
+			}
+			if outcome(j, &st) {
 				return st
 			}
 			controllerName = w.Name
@@ -172,6 +176,8 @@ func (s *Snapshot) Diagnose(w *spec.Workload) Status {
 		worst, worstMsg = quotaReason(controllerFailure, w)
 	case len(pods) == 0 && w.PyTorchJob():
 		worst, worstMsg = noOperatorPods(w)
+	case len(pods) == 0 && w.TrainJob():
+		worst, worstMsg = noTrainerPods(w)
 	case missingPods > 0 && severity[worst] < severity[Progressing]:
 		worst, worstMsg = Progressing, fmt.Sprintf("%d of %d replicas have no pod yet", missingPods, want)
 	}
@@ -210,6 +216,9 @@ func missing(w *spec.Workload) Status {
 func controllerKind(w *spec.Workload) string {
 	if w.PyTorchJob() {
 		return "PyTorchJob"
+	}
+	if w.TrainJob() {
+		return "TrainJob"
 	}
 	return w.Kind
 }

@@ -3,7 +3,8 @@
 # operator or CRD. Every worker gets its slice and the rendezvous variables
 # torchrun reads (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, PET_*); plan
 # fails when the whole gang does not fit the team's quota. With
-# -var training_operator=pytorchjob it is Kubeflow's PyTorchJob instead.
+# -var training_operator=trainjob it is a Kubeflow Trainer TrainJob instead,
+# with -var training_operator=pytorchjob the Training Operator's PyTorchJob.
 #
 # Next to the quickstart's platform (or any cluster running the node plugin):
 #   tofu init && tofu apply      # or: gpuslice apply
@@ -39,7 +40,8 @@ resource "gpuslice_workload" "ddp" {
   gpus_per_pod = var.gpus_per_worker
   wait_for     = var.wait_for
   timeout      = "15m"
-  # Kubeflow's PyTorchJob instead of the indexed Job, where its operator runs.
+  # Kubeflow Trainer's TrainJob or the Training Operator's PyTorchJob
+  # instead of the indexed Job, where that operator runs.
   training_operator = var.training_operator
   container {
     image = "pytorch/pytorch:2.7.1-cuda12.6-cudnn9-runtime"

@@ -31,5 +31,5 @@ variable "wait_for" {
 variable "training_operator" {
   type        = string
   default     = null
-  description = "Unset: an indexed Job and a headless Service, no operator needed. \"pytorchjob\": Kubeflow's PyTorchJob instead, where the Kubeflow Training Operator is installed (it then sets the same rendezvous variables)."
+  description = "Unset: an indexed Job and a headless Service, no operator needed. \"trainjob\": a Kubeflow Trainer v2 TrainJob (on a TrainingRuntime of its own) instead, where Trainer is installed. \"pytorchjob\": the Kubeflow Training Operator's PyTorchJob, where that operator still runs. Either operator then sets the same rendezvous variables."
 }

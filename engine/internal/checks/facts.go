@@ -42,6 +42,9 @@ type Facts struct {
 	// PyTorchJob says whether Kubeflow's PyTorchJob CRD is installed; nil
 	// when unknown or not asked (no workload sets training_operator).
 	PyTorchJob *bool
+	// TrainJob says whether Kubeflow Trainer's TrainJob and
+	// TrainingRuntime CRDs are installed; nil when unknown or not asked.
+	TrainJob *bool
 	// FreeByNode by package, then node: a pod's devices are all on one
 	// node, so a multi-GPU pod needs that many free on one.
 	FreeByNode map[string]map[string]int64

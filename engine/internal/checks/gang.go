@@ -69,9 +69,19 @@ func othersNote(before int64) string {
 }
 
 // trainingOperator: training_operator = "pytorchjob" needs the Kubeflow
-// Training Operator's PyTorchJob CRD, else the job cannot be created and
+// Training Operator's PyTorchJob CRD, "trainjob" Kubeflow Trainer's
+// TrainJob and TrainingRuntime CRDs, else the job cannot be created and
 // no pod would ever run.
 func (c *checker) trainingOperator() {
+	if c.facts.TrainJob != nil && !*c.facts.TrainJob {
+		for _, w := range c.stack.Workloads {
+			if w.TrainJob() {
+				c.errorf(w, "training_operator", "Kubeflow Trainer not installed",
+					"the cluster does not serve Kubeflow Trainer's TrainJob and TrainingRuntime (trainer.kubeflow.org/v1alpha1), so nothing would run %s's %d workers: install Kubeflow Trainer v2 (kubectl apply --server-side -k \"github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=v2.0.0\"), set training_operator = \"pytorchjob\" where the Kubeflow Training Operator runs instead, or leave training_operator unset to run them as an indexed Job, which needs no operator",
+					w.Name, w.Workers)
+			}
+		}
+	}
 	if c.facts.PyTorchJob == nil || *c.facts.PyTorchJob {
 		return
 	}

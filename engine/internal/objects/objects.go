@@ -137,6 +137,12 @@ var kinds = []Kind{
 	// a change replaces the job, as a Job's immutable template does.
 	{GVR: schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}, Kind: "PyTorchJob", Namespaced: true, Level: LevelWorkload,
 		Immutable: [][]string{{"spec"}}},
+	// Kubeflow Trainer's, likewise: the TrainJob's JobSet is made once from
+	// its runtime, so the TrainJob names its runtime's digest in its spec
+	// and a changed runtime replaces it.
+	{GVR: schema.GroupVersionResource{Group: "trainer.kubeflow.org", Version: "v1alpha1", Resource: "trainingruntimes"}, Kind: "TrainingRuntime", Namespaced: true, Level: LevelSupport},
+	{GVR: schema.GroupVersionResource{Group: "trainer.kubeflow.org", Version: "v1alpha1", Resource: "trainjobs"}, Kind: "TrainJob", Namespaced: true, Level: LevelWorkload,
+		Immutable: [][]string{{"spec"}}},
 	{GVR: schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}, Kind: "HorizontalPodAutoscaler", Namespaced: true, Level: LevelAfterWorkload},
 	// KEDA's, rendered only where its CRD is installed (plan checks).
 	{GVR: schema.GroupVersionResource{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledobjects"}, Kind: "ScaledObject", Namespaced: true, Level: LevelAfterWorkload},

@@ -142,7 +142,7 @@ func TestReadBackEveryField(t *testing.T) {
 	gotQuota, err := readback.Quota(ctx, c, quota.Namespace, quota)
 	check(t, err, gotQuota, &wantQuota)
 
-	for _, kind := range []string{spec.KindDeployment, spec.KindStatefulSet, spec.KindJob, "training", "pytorchjob"} {
+	for _, kind := range []string{spec.KindDeployment, spec.KindStatefulSet, spec.KindJob, "training", "pytorchjob", "trainjob"} {
 		for _, scaler := range []string{"hpa", "keda"} {
 			w := fullWorkload(kind)
 			switch kind {
@@ -152,7 +152,10 @@ func TestReadBackEveryField(t *testing.T) {
 				w.Kind, w.Replicas, w.Workers, w.TrainingOperator = spec.KindJob, 1, 3, ""
 			case "pytorchjob":
 				// The same as Kubeflow's PyTorchJob.
-				w.Kind, w.Replicas, w.Workers = spec.KindJob, 1, 3
+				w.Kind, w.Replicas, w.Workers, w.TrainingOperator = spec.KindJob, 1, 3, spec.TrainingOperatorPyTorchJob
+			case "trainjob":
+				// The same as Kubeflow Trainer's TrainJob.
+				w.Kind, w.Replicas, w.Workers, w.TrainingOperator = spec.KindJob, 1, 3, spec.TrainingOperatorTrainJob
 			default:
 				w.TrainingOperator = "" // only for a training job
 			}

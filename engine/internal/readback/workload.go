@@ -79,6 +79,11 @@ func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Wo
 			return nil, err
 		}
 	}
+	if !found {
+		if template, found, err = readTrainJob(ctx, v, w); err != nil {
+			return nil, err
+		}
+	}
 	if !found || len(template.Spec.Containers) == 0 {
 		return nil, nil
 	}

@@ -115,13 +115,16 @@ type View struct {
 
 	subsMu sync.Mutex
 	subs   map[chan struct{}]struct{}
+
+	typesState typesState
 }
 
 // New returns a view reading through client, and through clients built
 // from config (nil for none) the kinds client-go's scheme knows; nothing is
 // read until asked.
 func New(client dynamic.Interface, config *rest.Config) *View {
-	v := &View{client: client, config: config, rest: map[schema.GroupVersion]rest.Interface{}, subs: map[chan struct{}]struct{}{}}
+	v := &View{client: client, config: config, rest: map[schema.GroupVersion]rest.Interface{}, subs: map[chan struct{}]struct{}{},
+		typesState: typesState{docs: map[string]*fetch[*gvTypes]{}}}
 	v.reset()
 	return v
 }
@@ -143,6 +146,7 @@ func (v *View) Reset() {
 	v.reset()
 	v.mu.Unlock()
 	stopped.Wait()
+	v.resetTypes()
 }
 
 // Close stops every informer and returns once their goroutines have
