@@ -55,8 +55,10 @@ type Slice struct {
 type GPU struct {
 	UUID  string
 	Minor int // its /dev/nvidia<Minor>
-	// Model is the GPU's name, told to a simulated driver (Env* below).
-	Model string
+	// Model ("NVIDIA A100-SXM4-40GB") and ComputeCapability ("8.0") are
+	// told to a simulated driver (migspec.go).
+	Model             string
+	ComputeCapability string
 }
 
 // Host is where the node's shared files are.

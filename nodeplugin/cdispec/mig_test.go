@@ -35,7 +35,7 @@ func TestMIGSpec(t *testing.T) {
 	files, _ := cdispec.FindDriverFiles(root, root, "550.54.15")
 	host := cdispec.Host{ShimLibrary: "/var/lib/gpuslice/shim/libgpuslice-1a2b.so", PreloadFile: "/var/lib/gpuslice/ld.so.preload", DriverFiles: files,
 		Devices: cdispec.Devices{Simulated: true, ProcDir: proc}}
-	slice := cdispec.Slice{ClaimUID: "mig-uid", GPUs: []cdispec.GPU{{UUID: "GPU-parent", Minor: 1, Model: "NVIDIA A100-SXM4-40GB"}},
+	slice := cdispec.Slice{ClaimUID: "mig-uid", GPUs: []cdispec.GPU{{UUID: "GPU-parent", Minor: 1, Model: "NVIDIA A100-SXM4-40GB", ComputeCapability: "8.0"}},
 		MIG: &cdispec.MIG{UUID: "MIG-abc", Profile: "1g.5gb", MemoryBytes: 4864 << 20, GPUInstance: 3, ComputeInstance: 0}}
 	spec, err := cdispec.Build(slice, host)
 	if err != nil {
@@ -59,7 +59,7 @@ func TestMIGSpec(t *testing.T) {
 		t.Errorf("device nodes %v\nwant %v", nodes, want)
 	}
 	for _, env := range []string{"CUDA_VISIBLE_DEVICES=MIG-abc", "NVIDIA_VISIBLE_DEVICES=MIG-abc", "GPUSLICE_GPU_UUID=GPU-parent",
-		"FAKEGPU_MIG_PROFILE=1g.5gb", "FAKEGPU_MIG_MEMORY=5100273664", "FAKEGPU_NAME=NVIDIA A100-SXM4-40GB"} {
+		"FAKEGPU_MIG_PROFILE=1g.5gb", "FAKEGPU_MIG_MEMORY=5100273664", "FAKEGPU_NAME=NVIDIA A100-SXM4-40GB", "FAKEGPU_COMPUTE_CAPABILITY=8.0"} {
 		if !slices.Contains(e.Env, env) {
 			t.Errorf("env lacks %s: %v", env, e.Env)
 		}

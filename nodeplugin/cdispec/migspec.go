@@ -14,6 +14,7 @@ import (
 const (
 	EnvSimGPUName    = "FAKEGPU_NAME"
 	EnvSimGPUUUID    = "FAKEGPU_UUID"
+	EnvSimGPUCC      = "FAKEGPU_COMPUTE_CAPABILITY"
 	EnvSimMIGUUID    = "FAKEGPU_MIG_UUID"
 	EnvSimMIGProfile = "FAKEGPU_MIG_PROFILE"
 	EnvSimMIGMemory  = "FAKEGPU_MIG_MEMORY"
@@ -35,7 +36,7 @@ func buildMIG(s Slice, h Host) (*specs.Spec, error) {
 	}}
 	if h.Devices.Simulated {
 		edits.Env = append(edits.Env,
-			EnvSimGPUName+"="+g.Model, EnvSimGPUUUID+"="+g.UUID, EnvSimMIGUUID+"="+m.UUID,
+			EnvSimGPUName+"="+g.Model, EnvSimGPUUUID+"="+g.UUID, EnvSimGPUCC+"="+g.ComputeCapability, EnvSimMIGUUID+"="+m.UUID,
 			EnvSimMIGProfile+"="+m.Profile, EnvSimMIGMemory+"="+strconv.FormatUint(m.MemoryBytes, 10))
 	}
 	nodes, err := h.Devices.Nodes(g.Minor)
