@@ -37,10 +37,13 @@ type SliceStatus struct {
 	// time-sliced, mig); a time-sliced slice has no limits, whatever the
 	// numbers above say.
 	Sharing string `json:"sharing"`
-	// MIGUUID and MIGProfile name a MIG slice's instance (its memory is
-	// MemoryLimitBytes, held by the hardware); GPUUUID is its parent's.
-	MIGUUID    string `json:"migUUID,omitempty"`
-	MIGProfile string `json:"migProfile,omitempty"`
+	// MIGUUID and MIGProfile name a MIG slice's instance, with its GPU and
+	// compute instance ids on its GPU (its memory is MemoryLimitBytes, held
+	// by the hardware); GPUUUID is its parent's.
+	MIGUUID            string `json:"migUUID,omitempty"`
+	MIGProfile         string `json:"migProfile,omitempty"`
+	MIGGPUInstance     int    `json:"migGPUInstance,omitempty"`
+	MIGComputeInstance int    `json:"migComputeInstance,omitempty"`
 }
 
 // ConditionPrepared is the device condition set once the slice is prepared.
@@ -74,7 +77,7 @@ func sliceStatus(uid string, d checkpoint.Device) SliceStatus {
 		Sharing: cmp.Or(d.Sharing, contract.SharingPartition),
 	}
 	if d.MIG != nil {
-		s.MIGUUID, s.MIGProfile = d.MIG.UUID, d.MIG.Profile
+		s.MIGUUID, s.MIGProfile, s.MIGGPUInstance, s.MIGComputeInstance = d.MIG.UUID, d.MIG.Profile, d.MIG.GPUInstance, d.MIG.ComputeInstance
 	}
 	return s
 }
