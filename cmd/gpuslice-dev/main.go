@@ -43,7 +43,8 @@ func newDevCommand() *cobra.Command {
 	dev.PersistentFlags().StringVar(&dir, "dir", devcluster.DefaultDir(), "directory holding the dev cluster's state, logs and kubeconfig")
 	dev.PersistentFlags().StringVar(&binDir, "bin-dir", "", "directory holding etcd and the kube-* binaries (default: the repository's bin/, built by `make tools`)")
 
-	var nodes, realNodes int
+	var nodes, realNodes, migNodes int
+	var migGPUs string
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Start the dev cluster in the background (no-op when it is running) and print its KUBECONFIG",
@@ -54,7 +55,7 @@ func newDevCommand() *cobra.Command {
 			}
 			started := time.Now()
 			s, fresh, err := devcluster.Up(cmd.Context(), devcluster.UpOptions{
-				Dir: dir, BinDir: binDir, RealNodes: realNodes, SimulatedNodes: nodes, ServeArgs: []string{"serve"},
+				Dir: dir, BinDir: binDir, RealNodes: realNodes, SimulatedNodes: nodes, MIGNodes: migNodes, MIGGPUs: migGPUs, ServeArgs: []string{"serve"},
 			})
 			if err != nil {
 				return err
@@ -72,6 +73,8 @@ func newDevCommand() *cobra.Command {
 	}
 	up.Flags().IntVar(&realNodes, "real-nodes", 2, "number of real nodes (kubelet, containerd, runc; one simulated V100 each; needs root)")
 	up.Flags().IntVar(&nodes, "nodes", 0, "number of simulated nodes to register (API objects with a node plugin, no kubelet: pods are scheduled, never run)")
+	up.Flags().IntVar(&migNodes, "mig-nodes", 0, "number of real nodes with a simulated A100 in MIG mode (--mig-gpus), each running its own node plugin beside the V100 nodes")
+	up.Flags().StringVar(&migGPUs, "mig-gpus", devcluster.DefaultMIGGPUs, "simulated GPUs of each MIG node, as the node plugin's --simulate takes them")
 
 	serve := &cobra.Command{
 		Use:    "serve",
@@ -82,11 +85,13 @@ func newDevCommand() *cobra.Command {
 			if binDir == "" {
 				binDir = cluster.FindBinDir()
 			}
-			return devcluster.Serve(devcluster.ServeOptions{Dir: dir, BinDir: binDir, RealNodes: realNodes, SimulatedNodes: nodes})
+			return devcluster.Serve(devcluster.ServeOptions{Dir: dir, BinDir: binDir, RealNodes: realNodes, SimulatedNodes: nodes, MIGNodes: migNodes, MIGGPUs: migGPUs})
 		},
 	}
 	serve.Flags().IntVar(&realNodes, "real-nodes", 2, "number of real nodes")
 	serve.Flags().IntVar(&nodes, "nodes", 0, "number of simulated nodes")
+	serve.Flags().IntVar(&migNodes, "mig-nodes", 0, "number of real nodes in MIG mode")
+	serve.Flags().StringVar(&migGPUs, "mig-gpus", devcluster.DefaultMIGGPUs, "simulated GPUs of each MIG node")
 
 	down := &cobra.Command{
 		Use:   "down",

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -57,7 +59,8 @@ func newCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "name of this node (default $NODE_NAME, set from the downward API)")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server (default: the pod's service account)")
-	f.StringVar(&o.simulate, "simulate", "", "run on simulated GPUs instead of NVML: <profile>:<count>, e.g. v100-32gb:4 (profiles: v100-32gb, v100-pcie-32gb, v100-sxm2-32gb)")
+	f.StringVar(&o.simulate, "simulate", "", "run on simulated GPUs instead of NVML: <profile>:<count>[,mig=<instance>[*<n>],...], groups separated by ';', "+
+		"e.g. v100-32gb:4, or a100-40gb:1,mig=1g.5gb*7 for an A100 in MIG mode (profiles: "+strings.Join(simulate.ProfileNames(), ", ")+")")
 	f.StringVar(&o.nvmlLibrary, "nvml-library", "libnvidia-ml.so.1", "NVML library to load (a path under a driver container's root, if the driver is not on the host)")
 	f.StringVar(&o.fractions, "fractions", "25,50,100", "partitions offered on every GPU, in percent; each must divide 100; empty offers none")
 	f.BoolVar(&o.cfg.Publish.AnySize, "any-size", contract.DefaultAnySize, "offer every GPU as one any-size device too: claims ask for any memory and compute share of it (DRA consumable capacity)")
@@ -101,7 +104,7 @@ func run(ctx context.Context, o options) error {
 	if o.cfg.Client, err = kubernetes.NewForConfig(rc); err != nil {
 		return err
 	}
-	lib, shutdown, err := openNVML(o)
+	lib, shutdown, err := openNVML(&o)
 	if err != nil {
 		return err
 	}
@@ -151,13 +154,23 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 // openNVML loads the real library, or builds the simulated node.
-func openNVML(o options) (nvml.Interface, func(), error) {
+func openNVML(o *options) (nvml.Interface, func(), error) {
 	if o.simulate != "" {
-		spec, err := simulate.ParseSpec(o.simulate)
+		specs, err := simulate.ParseNode(o.simulate)
 		if err != nil {
 			return nil, nil, err
 		}
-		return simulate.New(spec, o.cfg.NodeName), func() {}, nil
+		lib, err := simulate.NewNode(specs, o.cfg.NodeName)
+		if err != nil {
+			return nil, nil, err
+		}
+		// The simulated driver's /proc files, where MIG device nodes'
+		// numbers are read.
+		o.cfg.DriverProcRoot = filepath.Join(o.cfg.StateDir, "simulated-proc")
+		if err := simulate.WriteProcFiles(o.cfg.DriverProcRoot, len(lib.Devices)); err != nil {
+			return nil, nil, err
+		}
+		return lib, func() {}, nil
 	}
 	lib := nvml.New(nvml.WithLibraryPath(o.nvmlLibrary))
 	if ret := lib.Init(); ret != nvml.SUCCESS {

@@ -24,6 +24,7 @@ import (
 	"github.com/gpuslice/gpuslice/internal/images"
 	"github.com/gpuslice/gpuslice/internal/localregistry"
 	"github.com/gpuslice/gpuslice/internal/realnode"
+	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
 )
 
 // State is what a running server records in <dir>/state.json.
@@ -118,6 +119,10 @@ type UpOptions struct {
 	// objects with a node plugin and no kubelet.
 	RealNodes      int
 	SimulatedNodes int
+	// MIGNodes are more real nodes, each with MIGGPUs (simulated GPUs in
+	// MIG mode, e.g. DefaultMIGGPUs) and its own node plugin.
+	MIGNodes int
+	MIGGPUs  string
 	// ServeArgs re-runs the current executable as the server; Up appends
 	// the directory, tool and node flags.
 	ServeArgs []string
@@ -144,7 +149,8 @@ func Up(ctx context.Context, opts UpOptions) (*State, bool, error) {
 	}
 	defer logFile.Close()
 	args := append(append([]string(nil), opts.ServeArgs...),
-		"--dir", opts.Dir, "--bin-dir", opts.BinDir, "--real-nodes", fmt.Sprint(opts.RealNodes), "--nodes", fmt.Sprint(opts.SimulatedNodes))
+		"--dir", opts.Dir, "--bin-dir", opts.BinDir, "--real-nodes", fmt.Sprint(opts.RealNodes), "--nodes", fmt.Sprint(opts.SimulatedNodes),
+		"--mig-nodes", fmt.Sprint(opts.MIGNodes), "--mig-gpus", opts.MIGGPUs)
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// A session of its own: the server outlives this command and the
@@ -183,7 +189,13 @@ func Up(ctx context.Context, opts UpOptions) (*State, bool, error) {
 type ServeOptions struct {
 	Dir, BinDir               string
 	RealNodes, SimulatedNodes int
+	MIGNodes                  int
+	MIGGPUs                   string
 }
+
+// DefaultMIGGPUs is a MIG node's hardware: an A100 40 GB in MIG mode with
+// seven 1g.5gb instances.
+const DefaultMIGGPUs = "a100-40gb:1,mig=1g.5gb*7"
 
 // Serve runs the cluster in the foreground until SIGTERM or SIGINT,
 // recording its state for Up, Running and Down.
@@ -192,7 +204,12 @@ func Serve(opts ServeOptions) error {
 	defer stop()
 	dir, binDir := opts.Dir, opts.BinDir
 	logf := func(f string, a ...any) { fmt.Printf(f+"\n", a...) }
-	if opts.RealNodes > 0 {
+	if opts.MIGNodes > 0 {
+		if _, err := simulate.ParseNode(opts.MIGGPUs); err != nil {
+			return fmt.Errorf("--mig-gpus: %w", err)
+		}
+	}
+	if opts.RealNodes+opts.MIGNodes > 0 {
 		if err := realnode.Check(binDir); err != nil {
 			return fmt.Errorf("%w (or run only simulated nodes: --real-nodes 0 --nodes 2)", err)
 		}
@@ -213,9 +230,9 @@ func Serve(opts ServeOptions) error {
 	if err := hostpath.Start(storageCtx, c.Client(), filepath.Join(dir, "volumes")); err != nil {
 		return err
 	}
-	failed := make(chan error, opts.SimulatedNodes+opts.RealNodes)
+	failed := make(chan error, opts.SimulatedNodes+opts.RealNodes+opts.MIGNodes)
 
-	if opts.RealNodes > 0 {
+	if opts.RealNodes+opts.MIGNodes > 0 {
 		reg, err := localregistry.Start()
 		if err != nil {
 			return err
@@ -228,13 +245,21 @@ func Serve(opts ServeOptions) error {
 		if s.NodePluginImage, err = realnode.PushBuiltNodePluginImage(ctx, reg, binDir, "0.1.0"); err != nil {
 			return err
 		}
+		var real []realnode.Options
 		for i := 1; i <= opts.RealNodes; i++ {
-			name := fmt.Sprintf("gpu-node-%d", i)
-			n, err := realnode.Start(ctx, realnode.Options{
-				Name: name, Dir: filepath.Join(dir, "nodes", name), BinDir: binDir,
-				Kubeconfig: c.KubeconfigPath, Client: c.Client(), PauseImage: images.Pause, Mirrors: reg.Mirrors(),
-				Logf: logf,
-			})
+			real = append(real, realnode.Options{Name: fmt.Sprintf("gpu-node-%d", i)})
+		}
+		// A MIG node runs its own plugin on its own simulated GPUs: the
+		// platform's DaemonSet simulates V100s on every node it selects.
+		for i := 1; i <= opts.MIGNodes; i++ {
+			real = append(real, realnode.Options{Name: fmt.Sprintf("mig-node-%d", i), OutsideDaemonSet: true,
+				NodePlugin: &realnode.NodePluginOptions{GPUs: opts.MIGGPUs}})
+		}
+		for _, o := range real {
+			name := o.Name
+			o.Dir, o.BinDir, o.Kubeconfig, o.Client, o.PauseImage, o.Mirrors, o.Logf =
+				filepath.Join(dir, "nodes", name), binDir, c.KubeconfigPath, c.Client(), images.Pause, reg.Mirrors(), logf
+			n, err := realnode.Start(ctx, o)
 			if err != nil {
 				return err
 			}

@@ -87,11 +87,16 @@ func (n *Node) kubeletCommand() (*proc.Process, error) {
 	}
 	// What NVIDIA's GPU feature discovery labels a GPU node with: the node
 	// plugin's DaemonSet selects it.
-	kv := []string{"nvidia.com/gpu.present=true"}
+	var kv []string
+	if !n.opts.OutsideDaemonSet {
+		kv = append(kv, "nvidia.com/gpu.present=true")
+	}
 	for k, v := range n.opts.Labels {
 		kv = append(kv, k+"="+v)
 	}
-	args = append(args, "--node-labels="+strings.Join(kv, ","))
+	if len(kv) > 0 {
+		args = append(args, "--node-labels="+strings.Join(kv, ","))
+	}
 	n.mu.Lock()
 	containerd := n.containerd.PID()
 	n.mu.Unlock()

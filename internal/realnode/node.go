@@ -53,6 +53,12 @@ type Options struct {
 	// host process; nil leaves the node without one (the platform's
 	// DaemonSet runs it as a pod instead).
 	NodePlugin *NodePluginOptions
+	// OutsideDaemonSet leaves out the label the node plugin's DaemonSet
+	// selects (nvidia.com/gpu.present), for a node whose plugin runs as a
+	// host process (NodePlugin) in a cluster whose platform also installs
+	// the DaemonSet: e.g. a node with other simulated GPUs than the
+	// platform's simulated_gpus.
+	OutsideDaemonSet bool
 	// KeepImages keeps the images containerd pulled into Dir before (a
 	// node that restarts, not a new one); everything else is fresh.
 	KeepImages bool

@@ -1,7 +1,8 @@
 // Package cdispec writes the Container Device Interface spec of a prepared
 // claim: its GPUs' device nodes and driver files, the shim library and an
 // /etc/ld.so.preload that loads it, the slice's limits in the environment,
-// and the claim's accounting directory. One spec file per claim, named
+// and the claim's accounting directory; for a MIG instance its device
+// nodes and UUID and nothing of the shim (migspec.go). One spec file per claim, named
 // after the claim's UID, so a container runtime never reuses a stale one.
 package cdispec
 
@@ -45,12 +46,19 @@ type Slice struct {
 	Fraction    int // compute share, percent
 	// AccountingDir is the claim's host directory holding the shim's region.
 	AccountingDir string
+	// MIG is a MIG claim's instance, on its one GPU: the hardware holds it
+	// to the instance, so neither the shim nor limits are set.
+	MIG *MIG
 }
 
 // GPU is one of a claim's GPUs.
 type GPU struct {
 	UUID  string
 	Minor int // its /dev/nvidia<Minor>
+	// Model ("NVIDIA A100-SXM4-40GB") and ComputeCapability ("8.0") are
+	// told to a simulated driver (migspec.go).
+	Model             string
+	ComputeCapability string
 }
 
 // Host is where the node's shared files are.
@@ -77,6 +85,9 @@ func SpecName(claimUID string) string {
 func Build(s Slice, h Host) (*specs.Spec, error) {
 	if len(s.GPUs) == 0 {
 		return nil, fmt.Errorf("CDI spec of claim %s: no GPU", s.ClaimUID)
+	}
+	if s.MIG != nil {
+		return buildMIG(s, h)
 	}
 	uuids := make([]string, len(s.GPUs))
 	minors := make([]int, len(s.GPUs))
@@ -110,16 +121,21 @@ func Build(s Slice, h Host) (*specs.Spec, error) {
 		return nil, fmt.Errorf("CDI spec of claim %s: %w", s.ClaimUID, err)
 	}
 	edits.DeviceNodes = nodes
+	return finish(s.ClaimUID, edits, h)
+}
+
+// finish adds the driver's files to a claim's edits and makes its spec.
+func finish(claimUID string, edits specs.ContainerEdits, h Host) (*specs.Spec, error) {
 	for _, f := range h.DriverFiles {
 		edits.Mounts = append(edits.Mounts, &specs.Mount{HostPath: f.HostPath, ContainerPath: f.ContainerPath, Options: []string{"ro", "nosuid", "nodev", "bind"}})
 	}
 	spec := &specs.Spec{
 		Kind:    Kind,
-		Devices: []specs.Device{{Name: s.ClaimUID, ContainerEdits: edits}},
+		Devices: []specs.Device{{Name: claimUID, ContainerEdits: edits}},
 	}
 	v, err := specs.MinimumRequiredVersion(spec)
 	if err != nil {
-		return nil, fmt.Errorf("CDI spec of claim %s: %w", s.ClaimUID, err)
+		return nil, fmt.Errorf("CDI spec of claim %s: %w", claimUID, err)
 	}
 	spec.Version = v
 	return spec, nil

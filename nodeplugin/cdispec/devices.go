@@ -21,6 +21,9 @@ type Devices struct {
 	// Simulated GPUs have no device files: their nodes get the numbers the
 	// NVIDIA driver gives them on a typical host.
 	Simulated bool
+	// ProcDir is where the driver's /proc files are read for MIG devices'
+	// numbers ("/proc"; a simulated node's files are the simulation's).
+	ProcDir string
 }
 
 // simulatedNumbers are what the NVIDIA driver's device files carry on a

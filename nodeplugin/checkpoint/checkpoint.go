@@ -71,6 +71,19 @@ type Device struct {
 	ShareID string `json:"shareID,omitempty"`
 	// Shares is a time-sliced claim's part of the device's shares.
 	Shares int64 `json:"shares,omitempty"`
+	// MIG is the instance of a MIG device (Sharing is contract.SharingMIG);
+	// MemoryBytes is then the instance's memory, which the hardware holds.
+	MIG *MIGInstance `json:"mig,omitempty"`
+}
+
+// MIGInstance is the MIG instance a claim holds: what its CDI spec names
+// (the MIG UUID, and the ids that give its device nodes' minors).
+type MIGInstance struct {
+	UUID            string `json:"uuid"`
+	Profile         string `json:"profile"`
+	Placement       int    `json:"placement"`
+	GPUInstance     int    `json:"gpuInstance"`
+	ComputeInstance int    `json:"computeInstance"`
 }
 
 // Partition reports whether the device is a partition, allocated to one
@@ -98,10 +111,11 @@ func (c Claim) Fraction() int {
 }
 
 // Limited reports whether the shim holds the claim to its memory and
-// compute: every claim but a time-sliced one.
+// compute: every claim but a time-sliced one (nothing holds it) and a MIG
+// one (the hardware does).
 func (c Claim) Limited() bool {
 	for _, d := range c.Devices {
-		if d.Sharing == contract.SharingTimeSliced {
+		if d.Sharing == contract.SharingTimeSliced || d.Sharing == contract.SharingMIG {
 			return false
 		}
 	}
@@ -231,7 +245,8 @@ func (f *File) Load() (*Checkpoint, error) {
 			return nil, err
 		}
 		v3 = fromV2(v2)
-	case "v3":
+	case "v3", "v4":
+		// v4 is v3's shape with MIG devices, which v3 cannot hold.
 		var file fileV3
 		if err := f.unmarshal(data, &file); err != nil {
 			return nil, err
@@ -281,7 +296,7 @@ func (f *File) write(cp *Checkpoint, durable bool) error {
 	if err != nil {
 		return fmt.Errorf("encode checkpoint: %w", err)
 	}
-	// v1, v2 and v3 share the envelope; only the data differs.
+	// v1 to v4 share the envelope; only the data differs.
 	out, err := json.Marshal(fileV3{Version: version, Checksum: crc32.Checksum(data, crcTable), Data: data})
 	if err != nil {
 		return fmt.Errorf("encode checkpoint: %w", err)

@@ -198,8 +198,8 @@ func savesAs(t *testing.T, f *checkpoint.File, got, want *checkpoint.Checkpoint,
 func TestUnknownVersionRefused(t *testing.T) {
 	f, _ := checkpoint.Open(t.TempDir())
 	for name, content := range map[string]string{
-		"string version": `{"version":"v4","checksum":1,"data":{"bootID":"boot-9","claims":{},"newField":true}}`,
-		"number version": `{"version":4,"payload":"anything"}`,
+		"string version": `{"version":"v99","checksum":1,"data":{"bootID":"boot-9","claims":{},"newField":true}}`,
+		"number version": `{"version":99,"payload":"anything"}`,
 	} {
 		if err := os.WriteFile(f.Path(), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
@@ -242,7 +242,8 @@ func TestReadsV1Format(t *testing.T) {
 // format that can hold it, so a plugin rolled back to an earlier release
 // reads it unless a claim uses what only the newer plugin offers: v1 for
 // claims of one partition each, v2 once a claim holds several (whole GPUs),
-// v3 once a claim holds a share of an any-size or time-sliced device.
+// v3 once a claim holds a share of an any-size or time-sliced device, v4
+// once one holds a MIG device.
 // testdata/checkpoint-v2.json was written by the v2 code.
 func TestOldestFormatThatHoldsIt(t *testing.T) {
 	anySize := checkpoint.Device{Request: "gpu", Pool: "node-a", Name: "gpu-0-any-size", GPUUUID: "GPU-0", Fraction: 20, MemoryBytes: 6 << 30,
@@ -250,6 +251,8 @@ func TestOldestFormatThatHoldsIt(t *testing.T) {
 	timeSliced := checkpoint.Device{Request: "gpu", Pool: "node-a", Name: "gpu-1-time-sliced", GPUUUID: "GPU-1", GPUIndex: 1, GPUMinor: 1,
 		Sharing: "time-sliced", ShareID: "share-2", Shares: 250000}
 	slice := checkpoint.Device{Request: "gpu", Pool: "node-a", Name: "gpu-0-25pct-1", GPUUUID: "GPU-0", Fraction: 25, MemoryBytes: 8 << 30}
+	mig := checkpoint.Device{Request: "gpu", Pool: "node-a", Name: "gpu-2-mig-1g-5gb-3", GPUUUID: "GPU-2", GPUIndex: 2, GPUMinor: 2, MemoryBytes: 4864 << 20,
+		Sharing: "mig", MIG: &checkpoint.MIGInstance{UUID: "MIG-1", Profile: "1g.5gb", Placement: 3, GPUInstance: 9, ComputeInstance: 0}}
 	for _, c := range []struct {
 		version string
 		claims  map[string][]checkpoint.Device
@@ -259,6 +262,7 @@ func TestOldestFormatThatHoldsIt(t *testing.T) {
 		{"v2", map[string][]checkpoint.Device{"a": {slice}, "b": wholeGPUs(2)}},
 		{"v3", map[string][]checkpoint.Device{"a": {slice}, "b": {anySize}}},
 		{"v3", map[string][]checkpoint.Device{"b": wholeGPUs(2), "c": {timeSliced}}},
+		{"v4", map[string][]checkpoint.Device{"a": {slice}, "b": {anySize}, "m": {mig}}},
 	} {
 		f, _ := checkpoint.Open(t.TempDir())
 		cp := checkpoint.New("boot-1")

@@ -1,9 +1,13 @@
 package checkpoint
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/gpuslice/gpuslice/contract"
+)
 
 // Latest is the newest file format this package reads and writes.
-const Latest = "v3"
+const Latest = "v4"
 
 // The on-disk formats, oldest first. The version stays outside the
 // checksummed data so that a reader can tell a format it cannot check from
@@ -99,6 +103,11 @@ type checkpointV3 struct {
 	Claims map[string]Claim `json:"claims"`
 }
 
+// Format v4 is v3 with MIG devices (a device's sharing "mig" and its "mig"
+// instance): a v3 reader would take one for a software slice and restore it
+// with the shim and the whole parent GPU visible. Its envelope and data are
+// v3's; only the version tells a v3 reader to keep off.
+
 func fromV0(c checkpointV0) checkpointV1 { return checkpointV1(c) }
 
 // fromV1 turns each claim's one device into a list of one.
@@ -144,16 +153,20 @@ func fromV3(c checkpointV3) *Checkpoint {
 
 // encode is the checkpoint in the oldest format that holds it: v1 while
 // every claim has one device and every device is a partition, v2 while
-// every device is a partition, v3 once a claim holds a share.
+// every device is a partition, v3 once a claim holds a share, v4 once one
+// holds a MIG device.
 func encode(cp *Checkpoint) (string, any) {
-	single, partitions := true, true
+	single, partitions, mig := true, true, false
 	for _, c := range cp.Claims {
 		single = single && len(c.Devices) == 1
 		for _, d := range c.Devices {
 			partitions = partitions && d.Partition()
+			mig = mig || d.MIG != nil || d.Sharing == contract.SharingMIG
 		}
 	}
 	switch {
+	case mig:
+		return "v4", checkpointV3{BootID: cp.BootID, Claims: cp.Claims}
 	case partitions && single:
 		out := checkpointV1{BootID: cp.BootID, Claims: make(map[string]claimV1, len(cp.Claims))}
 		for uid, c := range cp.Claims {
@@ -174,5 +187,5 @@ func encode(cp *Checkpoint) (string, any) {
 		}
 		return "v2", out
 	}
-	return Latest, checkpointV3{BootID: cp.BootID, Claims: cp.Claims}
+	return "v3", checkpointV3{BootID: cp.BootID, Claims: cp.Claims}
 }

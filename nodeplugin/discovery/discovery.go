@@ -26,6 +26,10 @@ type GPU struct {
 	CUDADriverVersion string
 	PCIBusID          string // e.g. "0000:3b:00.0"
 	Minor             int    // of /dev/nvidia<Minor>
+	// MIGEnabled: the GPU is in MIG mode. It is then offered only as its
+	// MIG instances (MIG), never sliced in software.
+	MIGEnabled bool
+	MIG        []MIGDevice
 }
 
 // ComputeCapability returns the capability as a semantic version string,
@@ -45,9 +49,9 @@ type Result struct {
 	Skipped []Skipped
 }
 
-// Discover lists the GPUs of an initialised NVML library. A GPU that cannot
-// be read or cannot be shared (MIG mode on) is skipped with its reason;
-// only a failure to read the node as a whole is an error.
+// Discover lists the GPUs of an initialised NVML library, with the MIG
+// instances of those in MIG mode. A GPU that cannot be read is skipped with
+// its reason; only a failure to read the node as a whole is an error.
 func Discover(lib nvml.Interface) (Result, error) {
 	var res Result
 	driver, ret := lib.SystemGetDriverVersion()
@@ -106,13 +110,16 @@ func read(lib nvml.Interface, index int) (GPU, error) {
 	if err := errors.Join(errs...); err != nil {
 		return g, err
 	}
-	// GPUs without MIG answer NOT_SUPPORTED; one in MIG mode cannot be
-	// shared as a whole GPU.
-	if current, _, ret := dev.GetMigMode(); ret == nvml.SUCCESS && current == nvml.DEVICE_MIG_ENABLE {
-		return g, errors.New("MIG mode is enabled: gpuslice shares whole GPUs; disable MIG (nvidia-smi -i <index> -mig 0) to offer this GPU")
-	}
 	if g.MemoryBytes == 0 {
 		return g, errors.New("NVML reports 0 bytes of memory")
+	}
+	// GPUs without MIG answer NOT_SUPPORTED.
+	if current, _, ret := dev.GetMigMode(); ret == nvml.SUCCESS && current == nvml.DEVICE_MIG_ENABLE {
+		g.MIGEnabled = true
+		var err error
+		if g.MIG, err = readMIG(dev, g.MemoryBytes); err != nil {
+			return g, fmt.Errorf("MIG mode is enabled, but its instances cannot be read: %w (check `nvidia-smi mig -lgi` and `nvidia-smi mig -lci` on the node)", err)
+		}
 	}
 	return g, nil
 }

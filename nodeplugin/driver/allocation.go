@@ -65,6 +65,11 @@ func (p *Plugin) checkpointEntry(claim *resourceapi.ResourceClaim) (checkpoint.C
 // partition's size, or what an any-size or time-sliced share was given.
 func allocatedDevice(ref string, r resourceapi.DeviceRequestAllocationResult, dev publish.Device) (checkpoint.Device, error) {
 	d := checkpoint.Device{Request: r.Request, Pool: r.Pool, Name: r.Device, GPUUUID: dev.GPU.UUID, GPUIndex: dev.GPU.Index, GPUMinor: dev.GPU.Minor}
+	if m := dev.MIG; m != nil {
+		d.Sharing, d.MemoryBytes = contract.SharingMIG, dev.MemoryBytes
+		d.MIG = &checkpoint.MIGInstance{UUID: m.UUID, Profile: m.Profile, Placement: m.Placement, GPUInstance: m.GPUInstance, ComputeInstance: m.ComputeInstance}
+		return d, nil
+	}
 	if !dev.Shared() {
 		d.Fraction, d.MemoryBytes = dev.Fraction, dev.MemoryBytes
 		return d, nil
@@ -124,7 +129,9 @@ func checkShape(ref string, devs []checkpoint.Device) error {
 	}
 	for _, d := range devs {
 		what := fmt.Sprintf("a %d%% slice", d.Fraction)
-		if !d.Partition() {
+		if d.MIG != nil {
+			what = "a MIG instance"
+		} else if !d.Partition() {
 			what = "a share of an " + d.Sharing + " device"
 		} else if d.Fraction == contract.ComputeWhole {
 			continue

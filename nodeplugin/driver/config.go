@@ -63,6 +63,10 @@ type Config struct {
 	// ProcRoot is where GPU processes' cgroups are read to attribute them
 	// to claims ("/proc"; the plugin's pod runs in the host PID namespace).
 	ProcRoot string
+	// DriverProcRoot is where the NVIDIA driver's /proc files are read
+	// (devices, driver/nvidia-caps/mig-minors: the numbers of MIG device
+	// nodes): "/proc", or the files a simulated node's simulation wrote.
+	DriverProcRoot string
 
 	// Registerer receives the plugin's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
@@ -126,6 +130,9 @@ func (c *Config) validate() error {
 	}
 	if c.ProcRoot == "" {
 		c.ProcRoot = "/proc"
+	}
+	if c.DriverProcRoot == "" {
+		c.DriverProcRoot = "/proc"
 	}
 	if c.DriverRootInPlugin == "" {
 		c.DriverRootInPlugin = c.DriverRoot

@@ -67,6 +67,11 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 		p.metrics.GPUsSkipped.WithLabelValues(fmt.Sprint(s.Index), s.UUID, s.Reason).Set(1)
 	}
 	p.gpus = found.GPUs
+	for _, g := range p.gpus {
+		if g.MIGEnabled {
+			p.log.Info("GPU in MIG mode: offered as its MIG instances only", "index", g.Index, "uuid", g.UUID, "instances", len(g.MIG))
+		}
+	}
 	p.metrics.GPUsPublished.Set(float64(len(p.gpus)))
 	p.devices = map[string]publish.Device{}
 	for _, d := range publish.Devices(p.gpus, cfg.Publish) {
@@ -122,7 +127,7 @@ func (p *Plugin) setUpHost() error {
 	if p.host.PreloadFile, err = writePreloadFile(p.cfg.StateDir); err != nil {
 		return err
 	}
-	p.host.Devices = cdispec.Devices{Dir: p.cfg.DevDir, Simulated: p.cfg.SimulatedGPUs}
+	p.host.Devices = cdispec.Devices{Dir: p.cfg.DevDir, Simulated: p.cfg.SimulatedGPUs, ProcDir: p.cfg.DriverProcRoot}
 	if p.host.DriverFiles, err = cdispec.FindDriverFiles(p.cfg.DriverRootInPlugin, p.cfg.DriverRoot, driverVersion(p.gpus)); err != nil {
 		return err
 	}
@@ -237,7 +242,11 @@ func (p *Plugin) claimsForMetrics() []metrics.Claim {
 		}
 		m := metrics.Claim{UID: uid, Namespace: c.Namespace, Name: c.Name, AccountingDir: p.accountingDir(uid), PodUIDs: c.PodUIDs}
 		for _, d := range c.Devices {
-			m.GPUs = append(m.GPUs, metrics.ClaimGPU{UUID: d.GPUUUID, MemoryLimit: d.MemoryBytes})
+			g := metrics.ClaimGPU{UUID: d.GPUUUID, MemoryLimit: d.MemoryBytes}
+			if d.MIG != nil {
+				g.MIG = &metrics.ClaimMIG{UUID: d.MIG.UUID, Profile: d.MIG.Profile, GPUInstance: d.MIG.GPUInstance, ComputeInstance: d.MIG.ComputeInstance}
+			}
+			m.GPUs = append(m.GPUs, g)
 		}
 		out = append(out, m)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
 	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
+	"github.com/gpuslice/gpuslice/nodeplugin/discovery"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
 )
@@ -154,6 +155,16 @@ func (p *Plugin) carryOut(cp *checkpoint.Checkpoint, uid string) error {
 
 func (p *Plugin) accountingDir(uid string) string { return filepath.Join(p.cfg.AccountingRoot, uid) }
 
+// gpu is the GPU with the UUID, zero if the node has none.
+func (p *Plugin) gpu(uuid string) discovery.GPU {
+	for _, g := range p.gpus {
+		if g.UUID == uuid {
+			return g
+		}
+	}
+	return discovery.GPU{}
+}
+
 // gpuMemory is the memory of the GPU with the UUID, 0 if the node has none.
 func (p *Plugin) gpuMemory(uuid string) uint64 {
 	for _, g := range p.gpus {
@@ -166,7 +177,7 @@ func (p *Plugin) gpuMemory(uuid string) uint64 {
 
 // createAccounting makes the claim's directory and region; fresh starts
 // over (after a reboot no process of the claim survives). A time-sliced
-// claim has no limits to account.
+// claim has no limits to account, a MIG claim's the hardware holds.
 func (p *Plugin) createAccounting(uid string, c checkpoint.Claim, fresh bool) error {
 	if !c.Limited() {
 		return nil
@@ -188,14 +199,20 @@ func (p *Plugin) createAccounting(uid string, c checkpoint.Claim, fresh bool) er
 }
 
 // writeSpec writes the claim's one CDI spec: every GPU of the claim, and
-// the claim's limits (see limitsOf in allocation.go for whole GPUs).
+// the claim's limits (see limitsOf in allocation.go for whole GPUs), or its
+// MIG instance.
 func (p *Plugin) writeSpec(uid string, c checkpoint.Claim) error {
 	gpus := make([]cdispec.GPU, 0, len(c.Devices))
+	var mig *cdispec.MIG
 	for _, d := range c.Devices {
-		gpus = append(gpus, cdispec.GPU{UUID: d.GPUUUID, Minor: d.GPUMinor})
+		g := p.gpu(d.GPUUUID)
+		gpus = append(gpus, cdispec.GPU{UUID: d.GPUUUID, Minor: d.GPUMinor, Model: g.Name, ComputeCapability: fmt.Sprintf("%d.%d", g.CCMajor, g.CCMinor)})
+		if m := d.MIG; m != nil {
+			mig = &cdispec.MIG{UUID: m.UUID, Profile: m.Profile, MemoryBytes: d.MemoryBytes, GPUInstance: m.GPUInstance, ComputeInstance: m.ComputeInstance}
+		}
 	}
 	spec, err := cdispec.Build(cdispec.Slice{
-		ClaimUID: uid, GPUs: gpus, Unlimited: !c.Limited(), MemoryBytes: c.MemoryBytes(), Fraction: c.Fraction(), AccountingDir: p.accountingDir(uid),
+		ClaimUID: uid, GPUs: gpus, Unlimited: !c.Limited(), MemoryBytes: c.MemoryBytes(), Fraction: c.Fraction(), AccountingDir: p.accountingDir(uid), MIG: mig,
 	}, p.host)
 	if err != nil {
 		return err

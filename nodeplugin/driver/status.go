@@ -34,9 +34,16 @@ type SliceStatus struct {
 	ComputeSharePercent int    `json:"computeSharePercent"`
 	CDIDevice           string `json:"cdiDevice"`
 	// Sharing is how the slice shares its GPU (partition, any-size,
-	// time-sliced); a time-sliced slice has no limits, whatever the
+	// time-sliced, mig); a time-sliced slice has no limits, whatever the
 	// numbers above say.
 	Sharing string `json:"sharing"`
+	// MIGUUID and MIGProfile name a MIG slice's instance, with its GPU and
+	// compute instance ids on its GPU (its memory is MemoryLimitBytes, held
+	// by the hardware); GPUUUID is its parent's.
+	MIGUUID            string `json:"migUUID,omitempty"`
+	MIGProfile         string `json:"migProfile,omitempty"`
+	MIGGPUInstance     int    `json:"migGPUInstance,omitempty"`
+	MIGComputeInstance int    `json:"migComputeInstance,omitempty"`
 }
 
 // ConditionPrepared is the device condition set once the slice is prepared.
@@ -65,10 +72,14 @@ func (p *Plugin) reportStatus(claims map[string]checkpoint.Claim, objects []*res
 }
 
 func sliceStatus(uid string, d checkpoint.Device) SliceStatus {
-	return SliceStatus{
+	s := SliceStatus{
 		GPUUUID: d.GPUUUID, GPUIndex: d.GPUIndex, MemoryLimitBytes: d.MemoryBytes, ComputeSharePercent: d.Fraction, CDIDevice: cdispec.DeviceID(uid),
 		Sharing: cmp.Or(d.Sharing, contract.SharingPartition),
 	}
+	if d.MIG != nil {
+		s.MIGUUID, s.MIGProfile, s.MIGGPUInstance, s.MIGComputeInstance = d.MIG.UUID, d.MIG.Profile, d.MIG.GPUInstance, d.MIG.ComputeInstance
+	}
+	return s
 }
 
 // reported tells whether the claim's status already holds every device of
@@ -102,8 +113,12 @@ func (p *Plugin) applyStatus(ctx context.Context, uid string, c checkpoint.Claim
 			return err
 		}
 		msg := fmt.Sprintf("%d MiB and %d%% compute of GPU %s", d.MemoryBytes>>20, d.Fraction, d.GPUUUID)
-		if d.Sharing == contract.SharingTimeSliced {
+		switch {
+		case d.Sharing == contract.SharingTimeSliced:
 			msg = fmt.Sprintf("GPU %s time-sliced, not isolated: no memory limit and no compute share", d.GPUUUID)
+		case d.MIG != nil:
+			msg = fmt.Sprintf("MIG %s instance %s of GPU %s (GPU instance %d, compute instance %d, %d MiB), isolated by the hardware",
+				d.MIG.Profile, d.MIG.UUID, d.GPUUUID, d.MIG.GPUInstance, d.MIG.ComputeInstance, d.MemoryBytes>>20)
 		}
 		if len(c.Devices) > 1 {
 			msg += fmt.Sprintf(", one of the claim's %d GPUs", len(c.Devices))

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,15 @@ type Claim struct {
 type ClaimGPU struct {
 	UUID        string
 	MemoryLimit uint64
+	// MIG is the MIG instance the claim holds on the GPU: the hardware
+	// holds it there, and it has no accounting region.
+	MIG *ClaimMIG
+}
+
+// ClaimMIG is a claim's MIG instance.
+type ClaimMIG struct {
+	UUID, Profile                string
+	GPUInstance, ComputeInstance int
 }
 
 // uuidLabel is the UUID label of a claim's region series: its GPU's UUID,
@@ -51,13 +61,18 @@ var (
 	descReadError = prometheus.NewDesc("gpuslice_claim_region_read_errors", "1 when the claim's accounting region could not be read at this scrape.", claimLabels, nil)
 )
 
-// ClaimCollector reports every prepared claim's accounting region.
+// descMIG says which claim holds which MIG instance.
+var descMIG = prometheus.NewDesc("gpuslice_claim_mig_instance", "1 for the MIG instance a claim holds: its UUID, profile and GPU and compute instance ids on its GPU (UUID).",
+	append(claimLabels, "mig_uuid", "profile", "gpu_instance", "compute_instance"), nil)
+
+// ClaimCollector reports every prepared claim's accounting region, or the
+// MIG instance it holds.
 type ClaimCollector struct {
 	Claims func() []Claim
 }
 
 func (c ClaimCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLimit, descUsed, descHighWater, descDenied, descThrottled, descShare, descProcesses, descReadError} {
+	for _, d := range []*prometheus.Desc{descLimit, descUsed, descHighWater, descDenied, descThrottled, descShare, descProcesses, descReadError, descMIG} {
 		ch <- d
 	}
 }
@@ -65,6 +80,9 @@ func (c ClaimCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c ClaimCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, cl := range c.Claims() {
 		labels := []string{cl.Namespace, cl.Name, cl.UID, cl.uuidLabel()}
+		if collectMIG(ch, cl) {
+			continue
+		}
 		r, err := accounting.ReadFile(filepath.Join(cl.AccountingDir, contract.RegionFile))
 		failed := 0.0
 		if err != nil {
@@ -88,4 +106,17 @@ func (c ClaimCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descProcesses, prometheus.GaugeValue, float64(alive), labels...)
 	}
+}
+
+// collectMIG reports a MIG claim's instances; false for a claim without.
+func collectMIG(ch chan<- prometheus.Metric, cl Claim) bool {
+	found := false
+	for _, g := range cl.GPUs {
+		if m := g.MIG; m != nil {
+			found = true
+			ch <- prometheus.MustNewConstMetric(descMIG, prometheus.GaugeValue, 1, cl.Namespace, cl.Name, cl.UID, g.UUID,
+				m.UUID, m.Profile, strconv.Itoa(m.GPUInstance), strconv.Itoa(m.ComputeInstance))
+		}
+	}
+	return found
 }

@@ -42,7 +42,7 @@ func NewPlugin(reg prometheus.Registerer) *Plugin {
 		PreparedClaims:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpuslice_prepared_claims", Help: "Claims prepared on this node."}),
 		GPUsPublished:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpuslice_gpus_published", Help: "GPUs offered as slices."}),
 		GPUsSkipped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "gpuslice_gpu_skipped", Help: "1 for each GPU discovery passed over (unreadable or MIG enabled); the reason is a label.",
+			Name: "gpuslice_gpu_skipped", Help: "1 for each GPU discovery passed over (unreadable, or in MIG mode with unreadable instances); the reason is a label.",
 		}, []string{"gpu", "UUID", "reason"}),
 		CheckpointErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gpuslice_checkpoint_corruptions_total", Help: "Times the checkpoint was found corrupt and rebuilt from the API server.",

@@ -7,6 +7,8 @@
 // compute from (DRA consumable capacity), and a time-sliced device that
 // several claims share whole. A device allocated many times charges the
 // counters in full at its first share, so a GPU serves one kind at a time.
+// A GPU in MIG mode offers only its MIG instances (mig.go), whatever the
+// Options say: the hardware partitions it, software never does.
 package publish
 
 import (
@@ -53,11 +55,16 @@ type Device struct {
 	// has Fraction 0 and the whole GPU's memory (what its claims share).
 	Fraction    int
 	MemoryBytes uint64
+	// MIG is a MIG device's instance (Sharing is contract.SharingMIG); its
+	// MemoryBytes are the instance's.
+	MIG *discovery.MIGDevice
 }
 
 // Shared reports whether the device is allocated to several claims at
 // once (each allocation a share with its own ID).
-func (d Device) Shared() bool { return d.Sharing != contract.SharingPartition }
+func (d Device) Shared() bool {
+	return d.Sharing == contract.SharingAnySize || d.Sharing == contract.SharingTimeSliced
+}
 
 // DeviceName is the readable name of the n-th (from 1) slice of a fraction
 // on a GPU, e.g. gpu-0-25pct-1.
@@ -107,6 +114,9 @@ func Devices(gpus []discovery.GPU, o Options) []Device {
 }
 
 func gpuDevices(g discovery.GPU, o Options) []Device {
+	if g.MIGEnabled {
+		return migDevices(g)
+	}
 	var out []Device
 	for _, f := range o.Fractions {
 		for n := 1; n <= 100/f; n++ {
@@ -129,6 +139,9 @@ func gpuDevices(g discovery.GPU, o Options) []Device {
 func Build(nodeName string, gpus []discovery.GPU, o Options) resourceslice.DriverResources {
 	pool := resourceslice.Pool{}
 	for _, g := range gpus {
+		if g.MIGEnabled && len(g.MIG) == 0 {
+			continue // in MIG mode without instances: nothing to offer
+		}
 		pool.Slices = append(pool.Slices, resourceslice.Slice{SharedCounters: []resourcev1.CounterSet{{
 			Name:     CounterSetName(g.Index),
 			Counters: counters(int64(g.MemoryBytes), contract.ComputeWhole),
@@ -150,30 +163,15 @@ func counters(memory, compute int64) map[string]resourcev1.Counter {
 }
 
 func apiDevice(d Device) resourcev1.Device {
+	if d.Sharing == contract.SharingMIG {
+		return migAPIDevice(d)
+	}
 	g := d.GPU
 	isolation := contract.IsolationSoftware
 	if d.Sharing == contract.SharingTimeSliced {
 		isolation = contract.IsolationNone
 	}
-	attrs := map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
-		contract.AttrModel:             {StringValue: ptr.To(g.Name)},
-		contract.AttrUUID:              {StringValue: ptr.To(g.UUID)},
-		contract.AttrIndex:             {IntValue: ptr.To(int64(g.Index))},
-		contract.AttrComputeCapability: {VersionValue: ptr.To(g.ComputeCapability())},
-		contract.AttrArchitecture:      {StringValue: ptr.To(g.Architecture)},
-		contract.AttrDriverVersion:     {StringValue: ptr.To(g.DriverVersion)},
-		// Every device has a fraction, 0 when shared: the selectors of
-		// partition packages read it, and a missing attribute would be a
-		// CEL error that fails the whole claim's allocation.
-		contract.AttrFraction:  {IntValue: ptr.To(int64(d.Fraction))},
-		contract.AttrPCIBusID:  {StringValue: ptr.To(g.PCIBusID)},
-		contract.AttrSharing:   {StringValue: ptr.To(d.Sharing)},
-		contract.AttrIsolation: {StringValue: ptr.To(isolation)},
-	}
-	if g.CUDADriverVersion != "" {
-		attrs[contract.AttrCUDADriverVersion] = resourcev1.DeviceAttribute{VersionValue: ptr.To(g.CUDADriverVersion + ".0")}
-	}
-	dev := resourcev1.Device{Name: d.Name, Attributes: attrs}
+	dev := resourcev1.Device{Name: d.Name, Attributes: gpuAttributes(d, isolation)}
 	switch d.Sharing {
 	case contract.SharingPartition:
 		memory := int64(d.MemoryBytes)
@@ -206,6 +204,31 @@ func apiDevice(d Device) resourcev1.Device {
 		dev.ConsumesCounters = consumes(g, counters(int64(g.MemoryBytes), contract.ComputeWhole))
 	}
 	return dev
+}
+
+// gpuAttributes are the attributes every device has: its GPU's, and how it
+// shares it.
+func gpuAttributes(d Device, isolation string) map[resourcev1.QualifiedName]resourcev1.DeviceAttribute {
+	g := d.GPU
+	attrs := map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+		contract.AttrModel:             {StringValue: ptr.To(g.Name)},
+		contract.AttrUUID:              {StringValue: ptr.To(g.UUID)},
+		contract.AttrIndex:             {IntValue: ptr.To(int64(g.Index))},
+		contract.AttrComputeCapability: {VersionValue: ptr.To(g.ComputeCapability())},
+		contract.AttrArchitecture:      {StringValue: ptr.To(g.Architecture)},
+		contract.AttrDriverVersion:     {StringValue: ptr.To(g.DriverVersion)},
+		// Every device has a fraction, 0 when shared: the selectors of
+		// partition packages read it, and a missing attribute would be a
+		// CEL error that fails the whole claim's allocation.
+		contract.AttrFraction:  {IntValue: ptr.To(int64(d.Fraction))},
+		contract.AttrPCIBusID:  {StringValue: ptr.To(g.PCIBusID)},
+		contract.AttrSharing:   {StringValue: ptr.To(d.Sharing)},
+		contract.AttrIsolation: {StringValue: ptr.To(isolation)},
+	}
+	if g.CUDADriverVersion != "" {
+		attrs[contract.AttrCUDADriverVersion] = resourcev1.DeviceAttribute{VersionValue: ptr.To(g.CUDADriverVersion + ".0")}
+	}
+	return attrs
 }
 
 func consumes(g discovery.GPU, c map[string]resourcev1.Counter) []resourcev1.DeviceCounterConsumption {

@@ -2,6 +2,7 @@ package publish_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -128,12 +129,14 @@ func TestSimulatedNodesDiffer(t *testing.T) {
 	}
 }
 
-// TestBrokenGPUsAreSkipped: a GPU NVML cannot read, and one in MIG mode,
-// are skipped with a reason; the others are still offered.
+// TestBrokenGPUsAreSkipped: a GPU NVML cannot read, and one in MIG mode
+// whose instances NVML does not list, are skipped with a reason; the others
+// are still offered.
 func TestBrokenGPUsAreSkipped(t *testing.T) {
 	srv := simulate.New(simulate.Spec{Profile: "v100-32gb", Count: 3}, "node-a")
 	srv.Devices[0].(*server.Device).GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST }
 	srv.Devices[2].(*server.Device).GetMigModeFunc = func() (int, int, nvml.Return) { return 1, 1, nvml.SUCCESS }
+	srv.Devices[2].(*server.Device).GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_NO_PERMISSION }
 	res := discover(t, srv)
 	if len(res.GPUs) != 1 || res.GPUs[0].Index != 1 {
 		t.Fatalf("offered %+v, want only GPU 1", res.GPUs)
@@ -141,7 +144,9 @@ func TestBrokenGPUsAreSkipped(t *testing.T) {
 	if len(res.Skipped) != 2 || res.Skipped[0].Index != 0 || res.Skipped[1].Index != 2 {
 		t.Fatalf("skipped %+v, want GPUs 0 and 2", res.Skipped)
 	}
-	t.Logf("reasons: %q, %q", res.Skipped[0].Reason, res.Skipped[1].Reason)
+	if !strings.Contains(res.Skipped[1].Reason, "MIG mode is enabled, but its instances cannot be read") {
+		t.Errorf("GPU 2 skipped for %q, want the unreadable MIG instances named", res.Skipped[1].Reason)
+	}
 }
 
 func TestParse(t *testing.T) {

@@ -1,14 +1,14 @@
 // Package simulate builds NVML servers with simulated GPUs on go-nvml's
 // mock framework, for the local control plane, the demo and the tests. It
-// adds the V100 profiles go-nvml does not ship (it has A100 and newer).
+// adds the V100 profiles go-nvml does not ship (it has A100 and newer), and
+// for A100 and H100 in MIG mode what go-nvml's mock lacks (MIG device
+// handles and UUIDs, mig.go) and the driver's /proc files that name the MIG
+// device nodes (procfiles.go).
 package simulate
 
 import (
 	"crypto/sha256"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
@@ -27,11 +27,23 @@ var (
 	}
 )
 
+// A100SXM440GB is go-nvml's A100 40 GB under the name NVML gives the real
+// card (the mock prefixes "Mock ").
+var A100SXM440GB = func() gpus.Config {
+	c := gpus.A100_SXM4_40GB
+	c.Name = "NVIDIA A100-SXM4-40GB"
+	return c
+}()
+
 // Profiles names the simulated cards for --simulate.
 var Profiles = map[string]gpus.Config{
 	"v100-32gb":      V100PCIe32GB, // the card of the field test
 	"v100-pcie-32gb": V100PCIe32GB,
 	"v100-sxm2-32gb": V100SXM232GB,
+	"a100-40gb":      A100SXM440GB,
+	"a100-sxm4-40gb": A100SXM440GB,
+	"a100-sxm4-80gb": gpus.A100_SXM4_80GB,
+	"h100-80gb":      gpus.H100_SXM5_80GB,
 }
 
 // Driver the simulated node reports: a 550 driver (CUDA 12.4), the first
@@ -41,43 +53,6 @@ const (
 	NVMLVersion       = "12.550.54.15"
 	CUDADriverVersion = 12040
 )
-
-// Spec is a parsed --simulate value: Count GPUs of one profile.
-type Spec struct {
-	Profile string
-	Count   int
-}
-
-// String is the spec as --simulate takes it, e.g. "v100-32gb:1".
-func (s Spec) String() string { return fmt.Sprintf("%s:%d", s.Profile, s.Count) }
-
-// ParseSpec reads "<profile>:<count>", e.g. "v100-32gb:4"; the count
-// defaults to 1.
-func ParseSpec(s string) (Spec, error) {
-	name, count, found := strings.Cut(strings.TrimSpace(s), ":")
-	spec := Spec{Profile: strings.ToLower(name), Count: 1}
-	if _, ok := Profiles[spec.Profile]; !ok {
-		return spec, fmt.Errorf("--simulate %q: unknown GPU profile %q; use one of %s, e.g. v100-32gb:4", s, name, strings.Join(ProfileNames(), ", "))
-	}
-	if found {
-		n, err := strconv.Atoi(count)
-		if err != nil || n < 1 || n > 16 {
-			return spec, fmt.Errorf("--simulate %q: GPU count %q must be a number from 1 to 16", s, count)
-		}
-		spec.Count = n
-	}
-	return spec, nil
-}
-
-// ProfileNames lists the profiles, sorted.
-func ProfileNames() []string {
-	var names []string
-	for n := range Profiles {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
 
 // Busy is what a simulated GPU reports to the metrics: fixed values, so a
 // scrape shows the DCGM-style series with plausible numbers.
@@ -89,16 +64,51 @@ const (
 
 // New returns a simulated node: spec.Count GPUs whose UUIDs and PCI bus ids
 // derive from seed (use the node name), so two simulated nodes differ and a
-// restarted plugin sees the same GPUs.
+// restarted plugin sees the same GPUs. It panics on a spec ParseSpec would
+// refuse (tests write specs by hand; the command parses them).
 func New(spec Spec, seed string) *server.Server {
-	cfg := Profiles[spec.Profile]
-	devices := make([]nvml.Device, spec.Count)
-	for i := range devices {
-		devices[i] = newDevice(cfg, i, seed)
+	s, err := NewNode([]Spec{spec}, seed)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// NewNode returns a simulated node with the GPUs of every spec, indexed in
+// order: a mixed node, e.g. one A100 in MIG mode beside one that is not.
+func NewNode(specs []Spec, seed string) (*server.Server, error) {
+	var devices []nvml.Device
+	var migs []*migDevice
+	for _, spec := range specs {
+		cfg, ok := Profiles[spec.Profile]
+		if !ok {
+			return nil, fmt.Errorf("simulated GPUs %q: unknown GPU profile %q", spec, spec.Profile)
+		}
+		for range spec.Count {
+			d := newDevice(cfg, len(devices), seed)
+			if len(spec.MIG) > 0 {
+				m, err := enableMIG(d, spec.MIG, seed)
+				if err != nil {
+					return nil, fmt.Errorf("simulated GPUs %q: %w", spec, err)
+				}
+				migs = append(migs, m...)
+			}
+			devices = append(devices, d)
+		}
 	}
 	s := &server.Server{Devices: devices, DriverVersion: DriverVersion, NvmlVersion: NVMLVersion, CudaDriverVersion: CUDADriverVersion}
 	s.SetMockFuncs()
-	return s
+	// NVML finds MIG devices by their UUIDs too.
+	byUUID := s.DeviceGetHandleByUUIDFunc
+	s.DeviceGetHandleByUUIDFunc = func(uuid string) (nvml.Device, nvml.Return) {
+		for _, m := range migs {
+			if m.uuid == uuid {
+				return m, nvml.SUCCESS
+			}
+		}
+		return byUUID(uuid)
+	}
+	return s, nil
 }
 
 // busNumbers are PCI buses of GPUs in a typical two-socket server.
@@ -116,8 +126,11 @@ func newDevice(cfg gpus.Config, index int, seed string) *server.Device {
 		}
 		return p, nvml.SUCCESS
 	}
-	// Volta has no MIG: real NVML answers NOT_SUPPORTED.
-	d.GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
+	if len(cfg.MIGProfiles.GpuInstanceProfiles) == 0 {
+		// Volta has no MIG: real NVML answers NOT_SUPPORTED.
+		d.GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
+	}
+	d.IsMigDeviceHandleFunc = func() (bool, nvml.Return) { return false, nvml.SUCCESS }
 	d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
 		return nvml.Utilization{Gpu: SimUtilizationPercent}, nvml.SUCCESS
 	}

@@ -10,16 +10,21 @@
  *   slice-check --hold MIB      allocate MIB and keep it until killed
  *   slice-check --hold MIB --marker FILE   …and create FILE once it holds
  *   slice-check --sleep         report, then sleep until killed
+ *   slice-check --devices ...   first list the GPU device nodes the container has
+ *                               (nvidia* in /dev and /dev/nvidia-caps) with their numbers
  *
  * Every line starts with "slice-check:"; tests and the demo read them.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -188,6 +193,23 @@ static void launch_kernels(int count, uint64_t busy_ns)
 	       (unsigned long long)(100ull * count * busy_ns / (wall ? wall : 1)));
 }
 
+/* the NVIDIA character devices in dir: what the runtime gave the container */
+static void list_devices(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char path[512];
+		struct stat st;
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		if (!strncmp(e->d_name, "nvidia", 6) && stat(path, &st) == 0 && S_ISCHR(st.st_mode))
+			printf("slice-check: device node %s c %u:%u\n", path, major(st.st_rdev), minor(st.st_rdev));
+	}
+	closedir(d);
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -201,8 +223,11 @@ int main(int argc, char **argv)
 			marker = argv[++i];
 		else if (!strcmp(argv[i], "--sleep"))
 			then_sleep = 1;
-		else {
-			fprintf(stderr, "usage: slice-check [--hold MIB [--marker FILE]] [--sleep]\n");
+		else if (!strcmp(argv[i], "--devices")) {
+			list_devices("/dev");
+			list_devices("/dev/nvidia-caps");
+		} else {
+			fprintf(stderr, "usage: slice-check [--devices] [--hold MIB [--marker FILE]] [--sleep]\n");
 			return 64;
 		}
 	}

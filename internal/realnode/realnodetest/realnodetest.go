@@ -42,10 +42,11 @@ type Env struct {
 }
 
 // Options choose the nodes: one per name, each with GPUs simulated GPUs
-// ("v100-32gb:1" when empty).
+// ("v100-32gb:1" when empty) unless NodeGPUs names others for it.
 type Options struct {
 	Names     []string
 	GPUs      string
+	NodeGPUs  map[string]string // by node name, e.g. an A100 in MIG mode: "a100-40gb:1,mig=1g.5gb*7"
 	Fractions string
 	// PluginArgs are more flags of every node plugin, e.g. --any-size=true.
 	PluginArgs []string
@@ -101,7 +102,11 @@ func start(c *cluster.Cluster, opts Options, logf func(string, ...any)) (*Env, e
 			PauseImage: images.Pause, Mirrors: env.Registry.Mirrors(), Logf: logf,
 		}
 		if !opts.NoNodePlugin {
-			o.NodePlugin = &realnode.NodePluginOptions{GPUs: gpus, Fractions: opts.Fractions, Args: opts.PluginArgs}
+			g := gpus
+			if own, ok := opts.NodeGPUs[name]; ok {
+				g = own
+			}
+			o.NodePlugin = &realnode.NodePluginOptions{GPUs: g, Fractions: opts.Fractions, Args: opts.PluginArgs}
 		}
 		n, err := realnode.Start(ctx, o)
 		if err != nil {

@@ -1,5 +1,6 @@
 /*
- * The fake driver's initialisation, its one device (a V100) and version.
+ * The fake driver's initialisation, its one device (a V100, or the MIG
+ * instance of fakedevice.c) and version.
  */
 #define _GNU_SOURCE
 #include <string.h>
@@ -46,8 +47,7 @@ API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 	CHECK_INIT();
 	if (dev != 0 || !name || len <= 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	strncpy(name, FAKE_NAME, (size_t)len - 1);
-	name[len - 1] = 0;
+	fake_device_name(name, (size_t)len);
 	return CUDA_SUCCESS;
 }
 
@@ -57,8 +57,8 @@ API CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice dev)
 	if (dev != 0 || !v)
 		return CUDA_ERROR_INVALID_VALUE;
 	switch (attr) {
-	case 75: *v = 7; break;  /* compute capability major */
-	case 76: *v = 0; break;  /* minor */
+	case 75: fake_compute_capability(v, &(int){0}); break; /* compute capability major */
+	case 76: fake_compute_capability(&(int){0}, v); break; /* minor */
 	case 16: *v = 80; break; /* multiprocessors */
 	default: *v = 0;
 	}
@@ -70,7 +70,7 @@ API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 	CHECK_INIT();
 	if (dev != 0 || !bytes)
 		return CUDA_ERROR_INVALID_VALUE;
-	*bytes = FAKE_TOTAL_MEM;
+	*bytes = fake_total_mem();
 	return CUDA_SUCCESS;
 }
 

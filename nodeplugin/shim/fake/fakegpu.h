@@ -19,6 +19,7 @@
 #define FAKEGPU_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define FAKE_TOTAL_MEM (32ull << 30)
@@ -59,5 +60,15 @@ void fake_mem_release(uint64_t n);
 unsigned fake_device_util(uint64_t period_ns); /* percent busy over the last period */
 /* the live processes holding device memory: fills up to max, returns how many there are */
 unsigned fake_processes(struct fake_proc *out, unsigned max);
+
+/* the simulated device (fakedevice.c): the V100 above, or the MIG instance
+ * the environment names */
+const char *fake_mig_uuid(void); /* NULL: not a MIG instance */
+const char *fake_mig_profile(void);
+const char *fake_name(void); /* the GPU's (a MIG instance's parent's) */
+const char *fake_uuid(void);
+uint64_t fake_total_mem(void); /* the GPU's, or the MIG instance's */
+void fake_compute_capability(int *major, int *minor);
+void fake_device_name(char *out, size_t len); /* as CUDA names the device */
 
 #endif

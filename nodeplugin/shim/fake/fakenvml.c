@@ -1,21 +1,20 @@
 /*
  * A test-only libnvidia-ml.so.1 for the simulated V100 of fakegpu.h: what
  * the shim, gpuslice-smi and the node plugin's own discovery and process
- * accounting (through go-nvml) read.
+ * accounting (through go-nvml) read. In a MIG claim's container its one GPU
+ * is in MIG mode with the claim's instance (fakemig.c).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
 
-#include "../src/cuda_abi.h"
-#include "fakegpu.h"
-
-#define API __attribute__((visibility("default")))
+#include "fakenvml.h"
 
 static int inited;
-static struct nvmlDevice_st {
-	int index;
-} dev0;
+struct nvmlDevice_st fake_gpu0, fake_mig0 = {.mig = 1};
+#define dev0 fake_gpu0
+
+int fake_nvml_inited(void) { return __atomic_load_n(&inited, __ATOMIC_ACQUIRE) > 0; }
 
 API nvmlReturn_t nvmlInit_v2(void)
 {
@@ -37,12 +36,6 @@ API nvmlReturn_t nvmlShutdown(void)
 	__atomic_sub_fetch(&inited, 1, __ATOMIC_ACQ_REL);
 	return NVML_SUCCESS;
 }
-
-#define CHECK()                                            \
-	do {                                               \
-		if (__atomic_load_n(&inited, __ATOMIC_ACQUIRE) <= 0) \
-			return NVML_ERROR_UNINITIALIZED;    \
-	} while (0)
 
 API const char *nvmlErrorString(nvmlReturn_t r)
 {
@@ -81,48 +74,77 @@ API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *d)
 }
 API nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int i, nvmlDevice_t *d) { return nvmlDeviceGetHandleByIndex_v2(i, d); }
 
+static nvmlReturn_t copy_str(const char *v, char *out, unsigned int len)
+{
+	if (!out || strlen(v) >= len)
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	strcpy(out, v);
+	return NVML_SUCCESS;
+}
+
 API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int len)
 {
 	CHECK();
-	if (d != &dev0 || !name || len < sizeof FAKE_NAME)
-		return NVML_ERROR_INVALID_ARGUMENT;
-	strcpy(name, FAKE_NAME);
-	return NVML_SUCCESS;
+	char mig[128];
+	if (d == &fake_mig0 && fake_mig_uuid()) {
+		fake_device_name(mig, sizeof mig);
+		return copy_str(mig, name, len);
+	}
+	return d == &dev0 ? copy_str(fake_name(), name, len) : NVML_ERROR_INVALID_ARGUMENT;
 }
 
 API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int len)
 {
 	CHECK();
-	if (d != &dev0 || !uuid || len < sizeof FAKE_UUID)
+	if (d == &fake_mig0 && fake_mig_uuid())
+		return copy_str(fake_mig_uuid(), uuid, len);
+	return d == &dev0 ? copy_str(fake_uuid(), uuid, len) : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* The device's memory: the V100's, or the MIG instance's; a container of a
+ * MIG instance may not read its parent GPU's. */
+static nvmlReturn_t memory(nvmlDevice_t d, unsigned long long *total, unsigned long long *used)
+{
+	int mig = fake_mig_uuid() != NULL;
+	if (mig && d == &dev0)
+		return NVML_ERROR_NO_PERMISSION;
+	if (d != (mig ? &fake_mig0 : &dev0))
 		return NVML_ERROR_INVALID_ARGUMENT;
-	strcpy(uuid, FAKE_UUID);
+	*total = fake_total_mem();
+	*used = __atomic_load_n(&fake_shared()->mem_used, __ATOMIC_ACQUIRE);
 	return NVML_SUCCESS;
 }
 
 API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m)
 {
 	CHECK();
-	if (d != &dev0 || !m)
+	if (!m)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	uint64_t used = __atomic_load_n(&fake_shared()->mem_used, __ATOMIC_ACQUIRE);
-	m->total = FAKE_TOTAL_MEM;
+	unsigned long long total, used;
+	nvmlReturn_t r = memory(d, &total, &used);
+	if (r != NVML_SUCCESS)
+		return r;
+	m->total = total;
 	m->used = used;
-	m->free = FAKE_TOTAL_MEM - used;
+	m->free = total - used;
 	return NVML_SUCCESS;
 }
 
 API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m)
 {
 	CHECK();
-	if (d != &dev0 || !m)
+	if (!m)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if (m->version != nvmlMemory_v2)
 		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-	uint64_t used = __atomic_load_n(&fake_shared()->mem_used, __ATOMIC_ACQUIRE);
-	m->total = FAKE_TOTAL_MEM;
+	unsigned long long total, used;
+	nvmlReturn_t r = memory(d, &total, &used);
+	if (r != NVML_SUCCESS)
+		return r;
+	m->total = total;
 	m->reserved = 0;
 	m->used = used;
-	m->free = FAKE_TOTAL_MEM - used;
+	m->free = total - used;
 	return NVML_SUCCESS;
 }
 
@@ -132,6 +154,8 @@ API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t
 	CHECK();
 	if (d != &dev0 || !u)
 		return NVML_ERROR_INVALID_ARGUMENT;
+	if (fake_mig_uuid())
+		return NVML_ERROR_NOT_SUPPORTED; /* as on a GPU in MIG mode */
 	u->gpu = fake_device_util(100000000ull);
 	u->memory = 0;
 	return NVML_SUCCESS;
@@ -152,7 +176,11 @@ API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *d)
 	CHECK();
 	if (!uuid || !d)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	if (strcmp(uuid, FAKE_UUID))
+	if (fake_mig_uuid() && !strcmp(uuid, fake_mig_uuid())) {
+		*d = &fake_mig0;
+		return NVML_SUCCESS;
+	}
+	if (strcmp(uuid, fake_uuid()))
 		return NVML_ERROR_NOT_FOUND;
 	*d = &dev0;
 	return NVML_SUCCESS;
@@ -163,8 +191,7 @@ API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t d, int *major, 
 	CHECK();
 	if (d != &dev0 || !major || !minor)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	*major = 7;
-	*minor = 0;
+	fake_compute_capability(major, minor);
 	return NVML_SUCCESS;
 }
 
@@ -173,7 +200,9 @@ API nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t d, unsigned int *arch)
 	CHECK();
 	if (d != &dev0 || !arch)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	*arch = NVML_DEVICE_ARCH_VOLTA;
+	int major, minor;
+	fake_compute_capability(&major, &minor);
+	*arch = major >= 9 ? 9 /* Hopper */ : major == 8 ? 7 /* Ampere */ : NVML_DEVICE_ARCH_VOLTA;
 	return NVML_SUCCESS;
 }
 
@@ -197,14 +226,6 @@ API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t d, unsigned int *minor)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	*minor = 0;
 	return NVML_SUCCESS;
-}
-
-/* Volta has no MIG */
-API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *current, unsigned int *pending)
-{
-	CHECK();
-	(void)current, (void)pending;
-	return d == &dev0 ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
 }
 
 /* the live processes holding memory on the simulated GPU, as the driver lists them */

@@ -128,9 +128,9 @@ static struct fake_proc *my_proc(struct fake_shared *s)
 int fake_mem_reserve(uint64_t n)
 {
 	struct fake_shared *s = fake_shared();
-	uint64_t u = __atomic_load_n(&s->mem_used, __ATOMIC_RELAXED);
+	uint64_t u = __atomic_load_n(&s->mem_used, __ATOMIC_RELAXED), total = fake_total_mem();
 	do {
-		if (n > FAKE_TOTAL_MEM || u > FAKE_TOTAL_MEM - n)
+		if (n > total || u > total - n)
 			return -1;
 	} while (!__atomic_compare_exchange_n(&s->mem_used, &u, u + n, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
 	uint64_t hw = __atomic_load_n(&s->mem_high, __ATOMIC_RELAXED);
