@@ -88,7 +88,7 @@ func Reads() []view.Resource {
 func Gather(ctx context.Context, v *view.View, s *spec.Stack) (*Facts, error) {
 	f := &Facts{ComputeCapability: map[string]string{}, Packages: map[string]*Package{}, Quotas: map[string][]Quota{},
 		LimitRanges: map[string]bool{}, Running: map[string]Usage{}, Published: map[string]map[string]int{}, MultiAllocDropped: map[string]bool{}}
-	if len(s.Workloads) == 0 && !s.HasSharedPackages() {
+	if len(s.Workloads) == 0 && !s.HasPublishedKindPackages() {
 		return f, nil
 	}
 	v.Warm(Reads()...)
