@@ -42,7 +42,7 @@ func (e *Engine) consumableCapacity(ctx context.Context) *bool {
 // any-size or time-sliced package the cluster has.
 func usesSharedPackage(s *spec.Stack, f *checks.Facts) bool {
 	for _, w := range s.Workloads {
-		if p, ok := f.Packages[w.Package]; ok && p.Kind() != contract.SharingPartition {
+		if p, ok := f.Packages[w.Package]; ok && p.Shared() {
 			return true
 		}
 	}

@@ -24,14 +24,16 @@ type countsModel struct {
 }
 
 type packageCapacityModel struct {
-	Name      types.String  `tfsdk:"name"`
-	GPUModel  types.String  `tfsdk:"gpu_model"`
-	Fraction  types.Int64   `tfsdk:"fraction"`
-	Sharing   types.String  `tfsdk:"sharing"`
-	Published types.Int64   `tfsdk:"published"`
-	Allocated types.Int64   `tfsdk:"allocated"`
-	Free      types.Int64   `tfsdk:"free"`
-	Nodes     []countsModel `tfsdk:"nodes"`
+	Name       types.String  `tfsdk:"name"`
+	GPUModel   types.String  `tfsdk:"gpu_model"`
+	Fraction   types.Int64   `tfsdk:"fraction"`
+	Sharing    types.String  `tfsdk:"sharing"`
+	Isolation  types.String  `tfsdk:"isolation"`
+	MIGProfile types.String  `tfsdk:"mig_profile"`
+	Published  types.Int64   `tfsdk:"published"`
+	Allocated  types.Int64   `tfsdk:"allocated"`
+	Free       types.Int64   `tfsdk:"free"`
+	Nodes      []countsModel `tfsdk:"nodes"`
 }
 
 type capacityModel struct {
@@ -59,7 +61,9 @@ func (d *capacityDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 	pkgAttrs["name"] = schema.StringAttribute{Computed: true, MarkdownDescription: "Package (DeviceClass) name."}
 	pkgAttrs["gpu_model"] = schema.StringAttribute{Computed: true, MarkdownDescription: "GPU model of the package."}
 	pkgAttrs["fraction"] = schema.Int64Attribute{Computed: true, MarkdownDescription: "Percent of a GPU one slice of a fraction package gets; 0 for the other kinds."}
-	pkgAttrs["sharing"] = schema.StringAttribute{Computed: true, MarkdownDescription: "The package's kind: `partition` (a fraction), `any-size` or `time-sliced`. For the last two, `published` is how many slices the GPUs could hold were they empty."}
+	pkgAttrs["sharing"] = schema.StringAttribute{Computed: true, MarkdownDescription: "The package's kind: `partition` (a fraction), `any-size`, `time-sliced` or `mig`. For any-size and time-sliced, `published` is how many slices the GPUs could hold were they empty; for `mig`, how many MIG instances of the profile the nodes have."}
+	pkgAttrs["isolation"] = schema.StringAttribute{Computed: true, MarkdownDescription: "What holds a slice to its share: `software` (the shim: fraction and any-size), `hardware` (the GPU's own partition: MIG) or `none` (time-sliced)."}
+	pkgAttrs["mig_profile"] = schema.StringAttribute{Computed: true, MarkdownDescription: "A MIG package's profile, e.g. `1g.5gb`; empty for the other kinds."}
 	pkgAttrs["nodes"] = schema.ListNestedAttribute{Computed: true, MarkdownDescription: "The same counts per node, by node name.",
 		NestedObject: schema.NestedAttributeObject{Attributes: nodeAttrs}}
 	resp.Schema = schema.Schema{
@@ -112,6 +116,7 @@ func (d *capacityDataSource) Read(ctx context.Context, req datasource.ReadReques
 		}
 		found = true
 		pm := packageCapacityModel{Name: types.StringValue(p.Name), GPUModel: types.StringValue(p.GPUModel), Fraction: types.Int64Value(int64(p.Fraction)), Sharing: types.StringValue(p.Sharing),
+			Isolation: types.StringValue(p.Isolation), MIGProfile: types.StringValue(p.MIGProfile),
 			Published: types.Int64Value(p.Published), Allocated: types.Int64Value(p.Allocated), Free: types.Int64Value(p.Free), Nodes: []countsModel{}}
 		for _, n := range p.Nodes {
 			pm.Nodes = append(pm.Nodes, countsModel{Node: types.StringValue(n.Node), Published: types.Int64Value(n.Published), Allocated: types.Int64Value(n.Allocated), Free: types.Int64Value(n.Free)})

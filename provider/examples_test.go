@@ -57,7 +57,7 @@ func TestAccExamplesOffline(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	applyOffline(t, work, tfrc, []string{"TF_VAR_kubeconfig=" + kubeconfig}, 6)
+	applyOffline(t, work, tfrc, []string{"TF_VAR_kubeconfig=" + kubeconfig}, 7)
 }
 
 var (

@@ -34,13 +34,20 @@ type Counts struct {
 
 // Package is one package's slices across the cluster and per node. For
 // an any-size or time-sliced package, published is how many of its slices
-// the GPUs could hold were they empty.
+// the GPUs could hold were they empty; for a MIG package, how many MIG
+// instances of its profile the nodes publish.
 type Package struct {
 	Name     string `json:"name"`
 	GPUModel string `json:"gpu_model"`
 	Fraction int    `json:"fraction"`
-	// Sharing is the package's kind: partition, any-size or time-sliced.
+	// Sharing is the package's kind: partition, any-size, time-sliced or
+	// mig.
 	Sharing string `json:"sharing"`
+	// Isolation is what holds a slice to its share: software (the shim),
+	// hardware (MIG) or none (time-sliced).
+	Isolation string `json:"isolation"`
+	// MIGProfile is a MIG package's profile, "" for the other kinds.
+	MIGProfile string `json:"mig_profile"`
 	Counts
 	Nodes []NodeCounts `json:"nodes"`
 }
@@ -63,13 +70,15 @@ type GPU struct {
 	MemoryBytes       int64  `json:"memory_bytes"`
 }
 
-// device is one published device: a partition, or a shared (any-size or
-// time-sliced) device allocated once per share.
+// device is one published device: a partition or MIG instance, or a
+// shared (any-size or time-sliced) device allocated once per share.
 type device struct {
 	pool, name, node string
 	model            string
 	fraction         int64
 	sharing          string                       // contract.Sharing*; partition for older plugins' devices
+	migProfile       string                       // of a MIG instance
+	parentUUID       string                       // of a MIG instance: its GPU's UUID
 	gpu              string                       // the counter set it consumes: one per GPU
 	consumes         map[string]resource.Quantity // of the counters: once, at a shared device's first share
 	capacity         map[string]int64             // what a shared device's shares divide
@@ -126,7 +135,8 @@ func Load(ctx context.Context, v *view.View) (*Snapshot, error) {
 		for _, d := range sl.Spec.Devices {
 			dev := &device{pool: pool, name: d.Name, node: node, model: str(d.Attributes[contract.AttrModel]), fraction: num(d.Attributes[contract.AttrFraction]),
 				sharing: cmp.Or(str(d.Attributes[contract.AttrSharing]), contract.SharingPartition), capacity: map[string]int64{},
-				multiple: d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations}
+				multiple:   d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations,
+				migProfile: str(d.Attributes[contract.AttrMIGProfile]), parentUUID: str(d.Attributes[contract.AttrParentUUID])}
 			for name, c := range d.Capacity {
 				dev.capacity[string(name)] = c.Value.Value()
 			}
@@ -139,7 +149,7 @@ func Load(ctx context.Context, v *view.View) (*Snapshot, error) {
 			}
 			s.devices = append(s.devices, dev)
 			byKey[pool+"/"+d.Name] = dev
-			s.addGPU(gpus, node, dev.gpu, d)
+			s.addGPU(gpus, node, dev, d)
 		}
 	}
 	claims, err := v.List(ctx, view.ResourceClaims)
@@ -156,7 +166,7 @@ func Load(ctx context.Context, v *view.View) (*Snapshot, error) {
 				continue
 			}
 			d.allocated = true
-			if d.sharing != contract.SharingPartition {
+			if d.shared() {
 				sh := share{class: requestClass(claim, r.Request), consumed: map[string]int64{}}
 				for name, q := range r.ConsumedCapacity {
 					sh.consumed[string(name)] = q.Value()
@@ -177,18 +187,32 @@ func Load(ctx context.Context, v *view.View) (*Snapshot, error) {
 	return s, nil
 }
 
+// shared reports whether the device is given to several claims at once.
+func (d *device) shared() bool {
+	return d.sharing == contract.SharingAnySize || d.sharing == contract.SharingTimeSliced
+}
+
 // addGPU records the GPU a device is a slice of; the whole-GPU device (or
-// the largest seen) gives its memory.
-func (s *Snapshot) addGPU(gpus map[string]*GPU, node, key string, d resourcev1.Device) {
-	if key == "" {
+// the largest seen) gives its memory. A MIG instance is its parent's: the
+// GPU's UUID is the parent's, and no instance's memory is the GPU's.
+func (s *Snapshot) addGPU(gpus map[string]*GPU, node string, dev *device, d resourcev1.Device) {
+	key, uuid := dev.gpu, str(d.Attributes[contract.AttrUUID])
+	mig := dev.sharing == contract.SharingMIG
+	switch {
+	case mig:
+		key, uuid = node+"/"+dev.parentUUID, dev.parentUUID
+	case key == "":
 		key = node + "/" + d.Name
 	}
 	g, ok := gpus[key]
 	if !ok {
-		g = &GPU{Node: node, Model: str(d.Attributes[contract.AttrModel]), UUID: str(d.Attributes[contract.AttrUUID]),
+		g = &GPU{Node: node, Model: str(d.Attributes[contract.AttrModel]), UUID: uuid,
 			Index: num(d.Attributes[contract.AttrIndex]), ComputeCapability: version(d.Attributes[contract.AttrComputeCapability]),
 			Architecture: str(d.Attributes[contract.AttrArchitecture]), DriverVersion: str(d.Attributes[contract.AttrDriverVersion])}
 		gpus[key] = g
+	}
+	if mig {
+		return
 	}
 	if total, ok := s.counters[key][contract.CapacityMemory]; ok {
 		g.MemoryBytes = total.Value()
@@ -203,6 +227,8 @@ type Device struct {
 	// Sharing is contract.Sharing*; a partition for devices of plugins
 	// older than sharing.
 	Sharing string
+	// MIGProfile is a MIG instance's profile.
+	MIGProfile string
 	// MultipleAllocations is allowMultipleAllocations as the API server
 	// kept it: a shared device without it was stripped of it (the
 	// DRAConsumableCapacity feature is off).
@@ -213,7 +239,7 @@ type Device struct {
 func (s *Snapshot) Devices() []Device {
 	out := make([]Device, 0, len(s.devices))
 	for _, d := range s.devices {
-		out = append(out, Device{Node: d.node, Name: d.name, Model: d.model, Sharing: d.sharing, MultipleAllocations: d.multiple})
+		out = append(out, Device{Node: d.node, Name: d.name, Model: d.model, Sharing: d.sharing, MIGProfile: d.migProfile, MultipleAllocations: d.multiple})
 	}
 	return out
 }
@@ -275,11 +301,11 @@ func fits(d *device, left map[string]map[string]resource.Quantity, n int64) int6
 	return n
 }
 
-// Package counts the slices of a package (of a fraction: the devices its
-// class selects; any-size or time-sliced: the slices its GPUs' shared
-// devices can give).
+// Package counts the slices of a package (of a fraction or a MIG profile:
+// the devices its class selects; any-size or time-sliced: the slices its
+// GPUs' shared devices can give).
 func (s *Snapshot) Package(pkg *spec.Package) Package {
-	p := Package{Name: pkg.Name, GPUModel: pkg.GPUModel, Fraction: pkg.Fraction, Sharing: pkg.Kind()}
+	p := Package{Name: pkg.Name, GPUModel: pkg.GPUModel, Fraction: pkg.Fraction, Sharing: pkg.Kind(), Isolation: pkg.Isolation(), MIGProfile: pkg.MIGProfile}
 	nodes := map[string]*NodeCounts{}
 	node := func(name string) *NodeCounts {
 		nc := nodes[name]
@@ -290,7 +316,23 @@ func (s *Snapshot) Package(pkg *spec.Package) Package {
 		return nc
 	}
 	left := s.left()
-	if p.Sharing == contract.SharingPartition {
+	switch p.Sharing {
+	case contract.SharingMIG:
+		// one instance is one slice; an instance consumes no counters
+		// (its GPU is in MIG mode and offers nothing else)
+		for _, d := range s.devices {
+			if d.model != pkg.GPUModel || d.sharing != contract.SharingMIG || d.migProfile != pkg.MIGProfile {
+				continue
+			}
+			nc := node(d.node)
+			nc.Published++
+			if d.allocated {
+				nc.Allocated++
+			} else {
+				nc.Free += fits(d, left, 1)
+			}
+		}
+	case contract.SharingPartition:
 		unallocated := map[string]int64{} // per GPU, of this package
 		perGPU := map[string]*device{}
 		for _, d := range s.devices {
@@ -310,7 +352,7 @@ func (s *Snapshot) Package(pkg *spec.Package) Package {
 			d := perGPU[gpu]
 			nodes[d.node].Free += fits(d, left, n)
 		}
-	} else {
+	default:
 		want := map[string]int64{}
 		for name, q := range render.CapacityRequests(pkg) {
 			want[string(name)] = q.Value()

@@ -20,13 +20,17 @@ const (
 	AnnotationGPUModel = "gpuslice.dev/gpu-model"
 	AnnotationMemory   = "gpuslice.dev/memory"
 	AnnotationFraction = "gpuslice.dev/fraction"
-	// AnnotationSharing is contract.SharingAnySize or SharingTimeSliced.
+	// AnnotationSharing is contract.SharingAnySize, SharingTimeSliced or
+	// SharingMIG.
 	AnnotationSharing      = "gpuslice.dev/sharing"
 	AnnotationComputeShare = "gpuslice.dev/compute-share"
 	AnnotationReplicas     = "gpuslice.dev/replicas"
 	// AnnotationShares is what each claim of a time-sliced package asks of
 	// its GPU's time-sliced device (the admission policy compares).
 	AnnotationShares = "gpuslice.dev/shares"
+	// AnnotationMIGProfile is a MIG package's profile (its sharing is
+	// contract.SharingMIG).
+	AnnotationMIGProfile = "gpuslice.dev/mig-profile"
 )
 
 // Selector is the CEL expression of a fraction package's DeviceClass: it
@@ -48,17 +52,30 @@ func SharedSelector(model, sharing string) string {
 		contract.DriverName, attrs, contract.AttrModel, model, attrs, contract.AttrSharing, attrs, contract.AttrSharing, sharing)
 }
 
+// MIGSelector is the CEL expression of a MIG package's DeviceClass: the
+// driver, the GPU model, MIG devices, and the profile. has() keeps devices
+// without the attributes (partitions, older plugins) a mismatch.
+func MIGSelector(model, profile string) string {
+	attrs := fmt.Sprintf("device.attributes[%q]", contract.DriverName)
+	return fmt.Sprintf("%s && has(%s.%s) && %s.%s == %q", SharedSelector(model, contract.SharingMIG),
+		attrs, contract.AttrMIGProfile, attrs, contract.AttrMIGProfile, profile)
+}
+
 // PackageSelector is the CEL expression of the package's DeviceClass.
 func PackageSelector(p *spec.Package) string {
-	if p.Kind() == contract.SharingPartition {
+	switch p.Kind() {
+	case contract.SharingPartition:
 		return Selector(p.GPUModel, p.Fraction)
+	case contract.SharingMIG:
+		return MIGSelector(p.GPUModel, p.MIGProfile)
 	}
 	return SharedSelector(p.GPUModel, p.Kind())
 }
 
 // CapacityRequests is what each claim of the package asks of the device it
 // gets: an any-size slice's memory and compute, a time-sliced slice's
-// shares; nothing for a fraction, whose device is its size.
+// shares; nothing for a fraction or a MIG instance, whose device is its
+// size.
 func CapacityRequests(p *spec.Package) map[resourcev1.QualifiedName]resource.Quantity {
 	if p == nil {
 		return nil // a package the stack does not know: validation says so
@@ -94,6 +111,9 @@ func (r renderer) pkg(p *spec.Package) ([]objects.Object, error) {
 		meta.Annotations[AnnotationSharing] = contract.SharingTimeSliced
 		meta.Annotations[AnnotationReplicas] = strconv.Itoa(p.Replicas)
 		meta.Annotations[AnnotationShares] = strconv.FormatInt(p.Shares(), 10)
+	case contract.SharingMIG:
+		meta.Annotations[AnnotationSharing] = contract.SharingMIG
+		meta.Annotations[AnnotationMIGProfile] = p.MIGProfile
 	}
 	if p.Memory != "" {
 		meta.Annotations[AnnotationMemory] = p.Memory
@@ -115,7 +135,8 @@ func (r renderer) pkg(p *spec.Package) ([]objects.Object, error) {
 }
 
 // PackageOf reads a package back from the DeviceClass pkg rendered: its
-// name, GPU model, kind and size, and extended resource name.
+// name, GPU model, kind (and a MIG package's profile) and size, and
+// extended resource name.
 func PackageOf(dc *resourcev1.DeviceClass) (*spec.Package, error) {
 	p := &spec.Package{Name: dc.Name, GPUModel: dc.Annotations[AnnotationGPUModel], Memory: dc.Annotations[AnnotationMemory]}
 	number := func(key string) (int, error) {
@@ -142,6 +163,10 @@ func PackageOf(dc *resourcev1.DeviceClass) (*spec.Package, error) {
 			return nil, err
 		}
 		p.ComputeShare = contract.ComputeWhole
+	case contract.SharingMIG:
+		if p.MIGProfile = dc.Annotations[AnnotationMIGProfile]; p.MIGProfile == "" {
+			return nil, fmt.Errorf("DeviceClass %s: a MIG package's class without annotation %s; apply the package again", dc.Name, AnnotationMIGProfile)
+		}
 	default:
 		return nil, fmt.Errorf("DeviceClass %s: annotation %s is %q, which this gpuslice does not know; upgrade gpuslice or apply the package again", dc.Name, AnnotationSharing, dc.Annotations[AnnotationSharing])
 	}

@@ -15,7 +15,7 @@ const PolicyClaimCapacity = "gpuslice-claim-capacity"
 // claimCapacityPolicy admits a request for a package's class only with
 // exactly the capacity the package's slices are: an any-size package's
 // memory and compute, a time-sliced package's shares, nothing for a
-// fraction (its device is its size). Asking for more would take more of
+// fraction or a MIG instance (its device is its size). Asking for more would take more of
 // the GPU than the package; asking for nothing would take the device's
 // default; and the amounts of another package would make the quota count
 // one package while the claim holds another's size. Its params are every
@@ -47,7 +47,8 @@ func claimCapacityPolicy() policy {
 					`(size(variables.wrong[0].exactly.?capacity.?requests.orValue({})) == 0 ? 'no capacity requests' : `+
 					`'requests ' + variables.wrong[0].exactly.capacity.requests.map(k, k + '=' + string(variables.wrong[0].exactly.capacity.requests[k])).join(', ')) + `+
 					`', but a slice of package ' + params.metadata.name + ' is ' + `+
-					`(size(variables.want) == 0 ? 'a fixed fraction of a GPU, which takes no capacity requests; remove capacity' : `+
+					`(variables.sharing == '`+contract.SharingMIG+`' ? 'one MIG instance of profile ' + `+annotation(AnnotationMIGProfile)+` + ', sized by the GPU, which takes no capacity requests; remove capacity, and use the package of the profile you need' : `+
+					`size(variables.want) == 0 ? 'a fixed fraction of a GPU, which takes no capacity requests; remove capacity' : `+
 					`'exactly ' + variables.want.map(k, k + '=' + variables.want[k]).join(', ') + ': request exactly that, as the engine renders it, or use another package')`)},
 		},
 		paramRef: &admissionv1.ParamRef{

@@ -75,6 +75,13 @@ func claimShapePolicy() policy {
 			deny(`variables.requests.all(r, !has(r.firstAvailable))`,
 				`variables.devicesPath + '.requests[' + variables.requests.filter(r, has(r.firstAvailable))[0].name + '].firstAvailable: `+
 					`alternatives are not part of a gpuslice claim; request one package: `+documentedShape+`'`),
+			// The same refusal as the next, with a message for the two ways
+			// around a MIG package: naming a GPU or instance, or another
+			// profile.
+			shape("selectors", `has(e.selectors) && e.selectors.exists(s, `+selectorNames(`'uuid'`, `'UUID'`)+`)`,
+				`a claim may not name a GPU or MIG instance (uuid, parentUUID): the scheduler gives one of the package's devices wherever it is free; remove the selectors`),
+			shape("selectors", `has(e.selectors) && e.selectors.exists(s, `+selectorNames(celString(contract.AttrMIGProfile), celString(contract.AttrSharing))+`)`,
+				`the package's DeviceClass selects its kind and MIG profile; a claim may not pick another: remove the selectors, and use the package of the profile you need`),
 			shape("selectors", `has(e.selectors)`, `the package's DeviceClass already selects the GPU model and slice size; remove the selectors, or use another package`),
 			shape("adminAccess", `e.?adminAccess.orValue(false)`, `admin access reaches devices in use by other tenants; remove adminAccess`),
 			shape("allocationMode", `e.?allocationMode.orValue('ExactCount') != 'ExactCount'`, `allocationMode All would take every matching slice; remove allocationMode`),
@@ -99,6 +106,16 @@ func claimShapePolicy() policy {
 					`variables.exact[0].exactly.deviceClassName + '\': label the template with its package (the DeviceClass name)'`),
 		},
 	}}
+}
+
+// selectorNames is a CEL condition over a device selector s: its
+// expression mentions one of the quoted names.
+func selectorNames(quoted ...string) string {
+	var parts []string
+	for _, q := range quoted {
+		parts = append(parts, `s.?cel.?expression.orValue('').contains(`+q+`)`)
+	}
+	return strings.Join(parts, " || ")
 }
 
 // grantSuffix ends the ResourceQuota key counting a class's devices.

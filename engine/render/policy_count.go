@@ -6,6 +6,8 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/gpuslice/gpuslice/contract"
 )
 
 // LabelFraction labels a package's DeviceClass with its fraction, so the
@@ -33,9 +35,11 @@ func claimWholeGPUsPolicy() policy {
 				Expression: `variables.schedulerMade ? [] : variables.exact.filter(r, r.exactly.deviceClassName == params.metadata.name && r.exactly.?count.orValue(1) > 1)`}),
 			Validations: []admissionv1.Validation{deny(`size(variables.several) == 0`,
 				`variables.devicesPath + '.requests[' + variables.several[0].name + '].exactly.count: ' + string(variables.several[0].exactly.count) + ' devices of ' + `+
-					`params.metadata.name + ', a fractional package (`+LabelFraction+` ' + params.metadata.?labels[?'`+LabelFraction+`'].orValue('unknown') + '): `+
-					`a slice\'s memory and compute limits are one budget on one GPU, so a claim takes one slice of it; set count to 1 (more replicas for more slices), `+
-					`or use a package with fraction = 100 for several GPUs per pod'`)},
+					`params.metadata.name + (params.metadata.?annotations[?'`+AnnotationSharing+`'].orValue('') == '`+contract.SharingMIG+`' ? `+
+					`', a MIG package (profile ' + params.metadata.?annotations[?'`+AnnotationMIGProfile+`'].orValue('unknown') + '): a CUDA process uses one MIG instance, so a claim takes one; ' : `+
+					`', a fractional package (`+LabelFraction+` ' + params.metadata.?labels[?'`+LabelFraction+`'].orValue('unknown') + '): `+
+					`a slice\'s memory and compute limits are one budget on one GPU, so a claim takes one slice of it; ') + `+
+					`'set count to 1 (more replicas for more slices), or use a package with fraction = 100 for several GPUs per pod'`)},
 		},
 		paramRef: &admissionv1.ParamRef{
 			Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{

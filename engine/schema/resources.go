@@ -58,10 +58,11 @@ var Platform = Resource{
 // Package is the gpuslice_package resource.
 var Package = Resource{
 	Type: "gpuslice_package",
-	Description: "A GPU package: what one slice of a GPU model is. Three kinds: a fixed `fraction` of the GPU (for example 25 % of a Tesla V100-PCIE-32GB = 8 GiB), pre-cut on every GPU; " +
-		"any size, by `memory` and `compute_share` (for example 6 GiB and 20 %), cut from the GPU when a pod claims it (DRA consumable capacity); or `sharing = \"time-sliced\"` with `replicas` per GPU, which shares whole GPUs without isolation. " +
+	Description: "A GPU package: what one slice of a GPU model is. Four kinds: a fixed `fraction` of the GPU (for example 25 % of a Tesla V100-PCIE-32GB = 8 GiB), pre-cut on every GPU; " +
+		"any size, by `memory` and `compute_share` (for example 6 GiB and 20 %), cut from the GPU when a pod claims it (DRA consumable capacity); `sharing = \"time-sliced\"` with `replicas` per GPU, which shares whole GPUs without isolation; " +
+		"or a `mig_profile` (for example `1g.5gb` of an NVIDIA A100-SXM4-40GB): one Multi-Instance GPU instance, isolated by the GPU itself. " +
 		"The memory of fraction and any-size slices is a hard limit (an allocation past it fails, `nvidia-smi` shows the slice), their compute a share the shim paces kernel launches to; " +
-		"a time-sliced slice sees and may use the whole GPU: nothing is enforced. Rendered as one DeviceClass whose CEL selector pins the driver, the model and the kind.",
+		"a MIG instance's memory and compute are the GPU's own partition (no shim); a time-sliced slice sees and may use the whole GPU: nothing is enforced. Rendered as one DeviceClass whose CEL selector pins the driver, the model and the kind (and a MIG package's profile).",
 	ImportID: "<name>, the DeviceClass name",
 	Identity: []string{"name"},
 	Block: Block{Attributes: []Attribute{
@@ -69,12 +70,15 @@ var Package = Resource{
 		forceNew(required(str("name", "Package name; becomes the DeviceClass name (lowercase letters, digits and '-', e.g. v100-8gi)."))),
 		required(str("gpu_model", "GPU model exactly as NVML reports it, e.g. `Tesla V100-PCIE-32GB`.")),
 		{Name: "fraction", Type: cty.Number, Description: "Percent of the GPU one slice gets, pre-cut on every GPU: one of the platform's fractions (25, 50, 100 by default). Leave it out for an any-size or time-sliced package."},
-		inferred(str("memory", "GPU memory of one slice, a hard limit, e.g. `6Gi`. Set it (with or without `compute_share`) for an any-size package: a whole number of 256 MiB steps, at most the GPU's memory. Left out: the fraction's share of the GPU's memory, or the compute share's (rounded down to 256 MiB), or the whole GPU for a time-sliced package.")),
-		inferred(Attribute{Name: "compute_share", Type: cty.Number, Description: "Percent of the GPU's compute one slice gets, 1 to 100, a share the shim paces kernel launches to. Set it (with or without `memory`) for an any-size package. Left out: the fraction, or memory's share of the GPU rounded to a whole percent (at least 1), or 100 for a time-sliced package (which nothing paces)."}),
+		inferred(str("memory", "GPU memory of one slice, a hard limit, e.g. `6Gi`. Set it (with or without `compute_share`) for an any-size package: a whole number of 256 MiB steps, at most the GPU's memory. Left out: the fraction's share of the GPU's memory, or the compute share's (rounded down to 256 MiB), or the whole GPU for a time-sliced package, or the MIG profile's memory.")),
+		inferred(Attribute{Name: "compute_share", Type: cty.Number, Description: "Percent of the GPU's compute one slice gets, 1 to 100, a share the shim paces kernel launches to. Set it (with or without `memory`) for an any-size package. Left out: the fraction, or memory's share of the GPU rounded to a whole percent (at least 1), or 100 for a time-sliced package (which nothing paces), or a MIG profile's compute slices of the GPU's (1 of 7 is 14 %)."}),
 		oneOf(str("sharing", "`time-sliced`: `replicas` pods share each GPU whole, each seeing all its memory, with no memory limit and no compute share, like NVIDIA's time-slicing. Not isolated: one pod can take the memory or time the others need, and plans say so. Leave it out for isolated slices (a fraction, or any size), held to their memory and compute."), "time-sliced"),
 		{Name: "replicas", Type: cty.Number, Description: fmt.Sprintf("With `sharing = \"time-sliced\"`: how many slices share one GPU, 2 to %d.", contract.MaxTimeSliceReplicas)},
+		str("mig_profile", "A Multi-Instance GPU (MIG) profile of `gpu_model` as NVIDIA names it (`nvidia-smi mig -lgip`), e.g. `1g.5gb` or `3g.20gb` of an NVIDIA A100-SXM4-40GB: each slice is one MIG instance of that profile, "+
+			"its memory and compute partitioned by the GPU itself (hardware isolation, no shim). The GPUs must be in MIG mode with instances of the profile created (static MIG). "+
+			"Leave `fraction`, `memory`, `compute_share`, `sharing` and `replicas` out: the profile sets the size."),
 		str("extended_resource_name", "Optional extended resource name (e.g. `gpuslice.dev/v100-8gi`) so pods can request the package as `resources.limits` instead of a claim."),
-		computed(Attribute{Name: "memory_bytes", Type: cty.Number, Description: "GPU memory of one slice in bytes (of the whole GPU for a time-sliced package, which shares it)."}),
+		computed(Attribute{Name: "memory_bytes", Type: cty.Number, Description: "GPU memory of one slice in bytes (of the whole GPU for a time-sliced package, which shares it; of the instance for a MIG package)."}),
 	}},
 }
 

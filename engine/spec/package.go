@@ -19,13 +19,21 @@ import (
 func (s *Stack) Resolve(models tables.GPUModels) {
 	for _, p := range s.Packages {
 		if m, ok := models[p.GPUModel]; ok {
-			p.resolve(m.MemoryMiB << 20)
+			p.resolve(m)
 		}
 	}
 }
 
-func (p *Package) resolve(gpu int64) {
+func (p *Package) resolve(m tables.GPUModel) {
+	gpu := m.MemoryMiB << 20
 	switch p.Kind() {
+	case contract.SharingMIG:
+		profile, ok := m.MIGProfile(p.MIGProfile)
+		if !ok {
+			return
+		}
+		p.MemoryBytes = profile.MemoryMiB << 20
+		p.ComputeShare = cmpOr(p.ComputeShare, m.ComputePercent(profile))
 	case contract.SharingPartition:
 		if p.Fraction > 100 {
 			return
@@ -65,8 +73,8 @@ func alignDown(v, step int64) int64 { return v / step * step }
 
 // pkg checks a package: its name and model, and that it is exactly one
 // kind (a fraction the platform offers, an any-size slice that fits the
-// GPU, or a time-sliced share), with what it infers consistent with what
-// it sets.
+// GPU, a time-sliced share, or a MIG profile of the model), with what it
+// infers consistent with what it sets.
 func (v *validator) pkg(p *Package, models tables.GPUModels, fractions []int, platform *Platform) {
 	v.dnsLabel(p.Address, "name", p.Name, "package name")
 	m, known := models[p.GPUModel]
@@ -75,6 +83,8 @@ func (v *validator) pkg(p *Package, models tables.GPUModels, fractions []int, pl
 	}
 	gpu := m.MemoryMiB << 20
 	switch p.Kind() {
+	case contract.SharingMIG:
+		v.mig(p, models, m, known)
 	case contract.SharingPartition:
 		v.partition(p, fractions, gpu, known)
 	case contract.SharingTimeSliced:

@@ -61,7 +61,7 @@ type Toleration struct {
 }
 
 // Package is gpuslice_package: a fraction, any size (memory and compute
-// share) or time-sliced (Kind tells which).
+// share), time-sliced or a MIG instance (Kind tells which).
 type Package struct {
 	Meta
 	Name     string `json:"name"`
@@ -74,8 +74,11 @@ type Package struct {
 	ComputeShare int    `json:"compute_share"`
 	// Sharing is empty (isolated) or SharingTimeSliced; Replicas are a
 	// time-sliced package's slices per GPU.
-	Sharing              string `json:"sharing"`
-	Replicas             int    `json:"replicas"`
+	Sharing  string `json:"sharing"`
+	Replicas int    `json:"replicas"`
+	// MIGProfile is a MIG package's profile, NVIDIA's name (e.g. "1g.5gb");
+	// empty for the other kinds.
+	MIGProfile           string `json:"mig_profile"`
 	ExtendedResourceName string `json:"extended_resource_name"`
 	// Computed by Resolve from the GPU model table.
 	MemoryBytes int64 `json:"memory_bytes"`
@@ -85,9 +88,12 @@ type Package struct {
 const SharingTimeSliced = contract.SharingTimeSliced
 
 // Kind is how the package's slices share a GPU: contract.SharingPartition
-// (a fraction), contract.SharingAnySize or contract.SharingTimeSliced.
+// (a fraction), contract.SharingAnySize, contract.SharingTimeSliced or
+// contract.SharingMIG.
 func (p *Package) Kind() string {
 	switch {
+	case p.MIGProfile != "":
+		return contract.SharingMIG
 	case p.Sharing == SharingTimeSliced:
 		return contract.SharingTimeSliced
 	case p.Fraction > 0:
@@ -99,6 +105,18 @@ func (p *Package) Kind() string {
 // Isolated reports whether a slice of the package is held to its memory
 // and compute share.
 func (p *Package) Isolated() bool { return p.Kind() != contract.SharingTimeSliced }
+
+// Isolation is what holds a slice of the package to its share: one of the
+// contract.Isolation* values.
+func (p *Package) Isolation() string {
+	switch p.Kind() {
+	case contract.SharingMIG:
+		return contract.IsolationHardware
+	case contract.SharingTimeSliced:
+		return contract.IsolationNone
+	}
+	return contract.IsolationSoftware
+}
 
 // Shares is what one slice of a time-sliced package asks of its GPU's
 // time-sliced device.
@@ -223,13 +241,32 @@ type Expose struct {
 }
 
 // HasSharedPackages reports whether the stack has an any-size or
-// time-sliced package (which the plan-time checks hold against what the
-// nodes publish).
+// time-sliced package (whose devices several claims share: the API server
+// must keep them shared).
 func (s *Stack) HasSharedPackages() bool {
+	for _, p := range s.Packages {
+		if p.Shared() {
+			return true
+		}
+	}
+	return false
+}
+
+// HasPublishedKindPackages reports whether the stack has a package of a
+// kind nodes publish only when set up for it (any-size, time-sliced, MIG),
+// which the plan-time checks hold against what the nodes publish.
+func (s *Stack) HasPublishedKindPackages() bool {
 	for _, p := range s.Packages {
 		if p.Kind() != contract.SharingPartition {
 			return true
 		}
 	}
 	return false
+}
+
+// Shared reports whether the package's slices are shares of one device
+// allocated to several claims (any-size, time-sliced).
+func (p *Package) Shared() bool {
+	k := p.Kind()
+	return k == contract.SharingAnySize || k == contract.SharingTimeSliced
 }

@@ -45,6 +45,9 @@ func (s *Snapshot) diagnosePod(w *spec.Workload, pod *corev1.Pod) (Reason, strin
 		}
 		if strings.Contains(c.Message, "cannot allocate all claims") {
 			asked, _ := s.capacityAsked(pod)
+			if profile := s.migProfileOf(pod); profile != "" {
+				return WaitingForSlice, fmt.Sprintf("waiting for a free MIG instance: no node has a free %s instance for a %s slice; pod %s stays Pending until one frees (quota is an entitlement, not a reservation)", profile, w.Package, pod.Name)
+			}
 			return WaitingForSlice, waitingForSlices(w, pod.Name, asked)
 		}
 		msg := fmt.Sprintf("pod %s cannot be scheduled: %s", pod.Name, c.Message)

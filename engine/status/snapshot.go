@@ -31,6 +31,7 @@ type Snapshot struct {
 	// operatorJobs are the PyTorchJobs and TrainJobs of workloads whose
 	// pods an operator creates.
 	operatorJobs map[string]*unstructured.Unstructured
+	classes      map[string]*resourcev1.DeviceClass // by name, of the claims
 }
 
 // The controllers a workload's status reads.
@@ -43,7 +44,7 @@ var (
 // Reads are the resources Load reads for every workload (a namespace's
 // warning events only for one that lacks pods).
 func Reads() []view.Resource {
-	return []view.Resource{view.Pods, view.ResourceClaims, deployments, statefulSets, jobs}
+	return []view.Resource{view.Pods, view.ResourceClaims, deployments, statefulSets, jobs, deviceClasses}
 }
 
 // Load takes what the workloads' status needs from the engine's view:
@@ -53,7 +54,7 @@ func Load(ctx context.Context, v *view.View, workloads []*spec.Workload) (*Snaps
 	s := &Snapshot{
 		pods: map[string][]corev1.Pod{}, claims: map[string]map[string]*resourcev1.ResourceClaim{}, events: map[string][]corev1.Event{},
 		deployments: map[string]*appsv1.Deployment{}, statefulSet: map[string]*appsv1.StatefulSet{}, jobs: map[string]*batchv1.Job{},
-		operatorJobs: map[string]*unstructured.Unstructured{},
+		operatorJobs: map[string]*unstructured.Unstructured{}, classes: map[string]*resourcev1.DeviceClass{},
 	}
 	if len(workloads) == 0 {
 		return s, nil
@@ -139,7 +140,7 @@ func Load(ctx context.Context, v *view.View, workloads []*spec.Workload) (*Snaps
 			}
 		}
 	}
-	return s, nil
+	return s, s.loadClasses(ctx, v)
 }
 
 func get[T any](ctx context.Context, v *view.View, res view.Resource, w *spec.Workload) (*T, error) {

@@ -190,6 +190,9 @@ func (s *Snapshot) Diagnose(w *spec.Workload) Status {
 		if _, timeSliced := s.capacityAsked(firstOf(pods)); timeSliced {
 			st.Message += " on time-sliced GPUs: not isolated (no memory limit, no compute share; neighbours on the GPU can take its memory and time)"
 		}
+		if profile := s.migProfileOf(firstOf(pods)); profile != "" {
+			st.Message += fmt.Sprintf(" on MIG %s instances: memory and compute isolated by the GPU (hardware isolation)", profile)
+		}
 	default:
 		st.Phase, st.Reason, st.Message = Pending, worst, worstMsg
 		if worst.Fatal() {

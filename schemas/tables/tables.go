@@ -1,5 +1,5 @@
 // Package tables loads the data tables under schemas/tables: facts about
-// GPU models, container images, language models and serving runtimes, kept
+// GPU models (and their MIG profiles), container images, language models and serving runtimes, kept
 // as versioned YAML rather than code so users can extend them with a file of
 // their own (README.md in this folder describes the format).
 package tables
@@ -19,6 +19,8 @@ import (
 var (
 	//go:embed gpu-models.yaml
 	gpuModelsYAML []byte
+	//go:embed mig-profiles.yaml
+	migProfilesYAML []byte
 	//go:embed images.yaml
 	imagesYAML []byte
 	//go:embed llms.yaml
@@ -33,11 +35,12 @@ const FormatVersion = 1
 // file is one table file: any of the sections, so a user's file can extend
 // several tables at once.
 type file struct {
-	Version   int        `json:"version"`
-	GPUModels []GPUModel `json:"gpu_models"`
-	Images    []Image    `json:"images"`
-	LLMs      []LLM      `json:"llms"`
-	Runtimes  []Runtime  `json:"runtimes"`
+	Version     int        `json:"version"`
+	GPUModels   []GPUModel `json:"gpu_models"`
+	MIGProfiles []MIGModel `json:"mig_profiles"`
+	Images      []Image    `json:"images"`
+	LLMs        []LLM      `json:"llms"`
+	Runtimes    []Runtime  `json:"runtimes"`
 }
 
 // Set is every table, keyed for lookup.
@@ -54,7 +57,7 @@ func Builtin() *Set {
 	for _, f := range []struct {
 		name string
 		data []byte
-	}{{"gpu-models.yaml", gpuModelsYAML}, {"images.yaml", imagesYAML}, {"llms.yaml", llmsYAML}, {"runtimes.yaml", runtimesYAML}} {
+	}{{"gpu-models.yaml", gpuModelsYAML}, {"mig-profiles.yaml", migProfilesYAML}, {"images.yaml", imagesYAML}, {"llms.yaml", llmsYAML}, {"runtimes.yaml", runtimesYAML}} {
 		if err := s.add(f.name, f.data); err != nil {
 			panic(err) // the embedded tables are tested
 		}
@@ -97,7 +100,7 @@ func newSet() *Set {
 func (s *Set) add(name string, data []byte) error {
 	var f file
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
-		return fmt.Errorf("%s: %w (the sections are gpu_models, images, llms, runtimes; see schemas/tables/README.md)", name, err)
+		return fmt.Errorf("%s: %w (the sections are gpu_models, mig_profiles, images, llms, runtimes; see schemas/tables/README.md)", name, err)
 	}
 	if f.Version != FormatVersion {
 		return fmt.Errorf("%s: version %d is not supported (this gpuslice reads version %d)", name, f.Version, FormatVersion)
@@ -106,7 +109,20 @@ func (s *Set) add(name string, data []byte) error {
 		if err := m.check(); err != nil {
 			return fmt.Errorf("%s: gpu_models[%d]: %w", name, i, err)
 		}
+		// a row replacing a model keeps the model's MIG profiles
+		m.MIG = s.GPUModels[m.Name].MIG
 		s.GPUModels[m.Name] = m
+	}
+	for i, mig := range f.MIGProfiles {
+		if err := mig.check(); err != nil {
+			return fmt.Errorf("%s: mig_profiles[%d] (%s): %w", name, i, mig.GPUModel, err)
+		}
+		m, ok := s.GPUModels[mig.GPUModel]
+		if !ok {
+			return fmt.Errorf("%s: mig_profiles[%d]: gpu_model %q has no row in gpu_models; add the model there first (in this file or another)", name, i, mig.GPUModel)
+		}
+		m.MIG = &mig
+		s.GPUModels[mig.GPUModel] = m
 	}
 	for i, im := range f.Images {
 		if err := im.compile(); err != nil {
@@ -147,6 +163,8 @@ type GPUModel struct {
 	MemoryMiB         int64  `json:"memory_mib"`
 	ComputeCapability string `json:"compute_capability"`
 	Architecture      string `json:"architecture"`
+	// MIG is the model's row of mig_profiles; nil when it has no MIG.
+	MIG *MIGModel `json:"-"`
 }
 
 func (m GPUModel) check() error {

@@ -51,6 +51,9 @@ type Facts struct {
 	// Published is, by GPU model, how many devices of each sharing
 	// (contract.Sharing*) the node plugins publish.
 	Published map[string]map[string]int
+	// PublishedMIG is, by GPU model, how many MIG instances of each
+	// profile the node plugins publish.
+	PublishedMIG map[string]map[string]int
 	// MultiAllocDropped is, by GPU model, whether shared devices were
 	// published without allowMultipleAllocations: the API server dropped
 	// it (DRAConsumableCapacity off).
@@ -90,8 +93,9 @@ func Reads() []view.Resource {
 // workloads' namespaces.
 func Gather(ctx context.Context, v *view.View, s *spec.Stack) (*Facts, error) {
 	f := &Facts{ComputeCapability: map[string]string{}, Packages: map[string]*Package{}, Quotas: map[string][]Quota{},
-		LimitRanges: map[string]bool{}, Running: map[string]Usage{}, Published: map[string]map[string]int{}, MultiAllocDropped: map[string]bool{}}
-	if len(s.Workloads) == 0 && !s.HasSharedPackages() {
+		LimitRanges: map[string]bool{}, Running: map[string]Usage{}, Published: map[string]map[string]int{}, PublishedMIG: map[string]map[string]int{},
+		MultiAllocDropped: map[string]bool{}}
+	if len(s.Workloads) == 0 && !s.HasPublishedKindPackages() {
 		return f, nil
 	}
 	v.Warm(Reads()...)
@@ -109,8 +113,16 @@ func Gather(ctx context.Context, v *view.View, s *spec.Stack) (*Facts, error) {
 			f.Published[d.Model] = map[string]int{}
 		}
 		f.Published[d.Model][d.Sharing]++
-		if d.Sharing != contract.SharingPartition && !d.MultipleAllocations {
-			f.MultiAllocDropped[d.Model] = true
+		switch d.Sharing {
+		case contract.SharingAnySize, contract.SharingTimeSliced:
+			if !d.MultipleAllocations {
+				f.MultiAllocDropped[d.Model] = true
+			}
+		case contract.SharingMIG:
+			if f.PublishedMIG[d.Model] == nil {
+				f.PublishedMIG[d.Model] = map[string]int{}
+			}
+			f.PublishedMIG[d.Model][d.MIGProfile]++
 		}
 	}
 	objs, err := v.List(ctx, deviceClasses)

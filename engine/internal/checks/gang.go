@@ -14,6 +14,12 @@ func (c *checker) wholeGPUs(w *spec.Workload, pkg *Package) {
 	if w.DevicesPerPod() == 1 || pkg == nil || pkg.Fraction == 100 {
 		return
 	}
+	if pkg.Kind() == contract.SharingMIG {
+		c.errorf(w, "gpus_per_pod", "Several MIG instances per pod",
+			"%s asks for %d devices of %s per pod, but %s is a MIG package (%s of %s): a CUDA process uses one MIG instance, so a claim takes one; set gpus_per_pod to 1 and use more replicas for more instances, or a package with fraction = 100 for several whole GPUs per pod",
+			w.Address, w.DevicesPerPod(), pkg.Name, pkg.Name, pkg.MIGProfile, pkg.GPUModel)
+		return
+	}
 	what := fmt.Sprintf("%d %% of a GPU", pkg.Fraction)
 	switch pkg.Kind() {
 	case contract.SharingAnySize:

@@ -11,16 +11,17 @@ import (
 )
 
 // sharing: an any-size or time-sliced package needs nodes that publish its
-// kind of device, and an API server that keeps shared devices shared.
-// Without them its pods would wait in Pending with no reason a tenant can
-// act on, so a workload on it fails at plan, and the package itself is
-// warned about (the platform team may be about to turn the nodes on).
+// kind of device, and an API server that keeps shared devices shared; a
+// MIG package needs nodes with MIG instances of its profile. Without them
+// its pods would wait in Pending with no reason a tenant can act on, so a
+// workload on it fails at plan, and the package itself is warned about
+// (the platform team may be about to turn the nodes on).
 func (c *checker) sharing() {
 	for _, p := range c.stack.Packages {
 		if p.Kind() == contract.SharingPartition {
 			continue
 		}
-		if why := c.sharingMissing(p); why != "" {
+		if why := c.kindMissing(p); why != "" {
 			c.add(diag.Diagnostic{Severity: diag.Warning, Address: p.Address, Attribute: sharingAttr(p), Summary: kindName(p) + " slices not offered", Detail: why})
 		}
 		c.timeSlicedBeside(p)
@@ -30,24 +31,39 @@ func (c *checker) sharing() {
 		if p == nil || p.Kind() == contract.SharingPartition {
 			continue
 		}
-		if why := c.sharingMissing(p); why != "" {
+		if why := c.kindMissing(p); why != "" {
 			c.errorf(w, "package", kindName(p)+" slices not offered", "%s's pods would wait in Pending for good: %s", w.Address, why)
 		}
 	}
 }
 
 func sharingAttr(p *spec.Package) string {
-	if p.Kind() == contract.SharingTimeSliced {
+	switch p.Kind() {
+	case contract.SharingTimeSliced:
 		return "sharing"
+	case contract.SharingMIG:
+		return "mig_profile"
 	}
 	return "memory"
 }
 
 func kindName(p *spec.Package) string {
-	if p.Kind() == contract.SharingTimeSliced {
+	switch p.Kind() {
+	case contract.SharingTimeSliced:
 		return "Time-sliced"
+	case contract.SharingMIG:
+		return "MIG"
 	}
 	return "Any-size"
+}
+
+// kindMissing says why the cluster cannot give the package's slices, ""
+// when it can or cannot tell.
+func (c *checker) kindMissing(p *spec.Package) string {
+	if p.Kind() == contract.SharingMIG {
+		return c.migMissing(p)
+	}
+	return c.sharingMissing(p)
 }
 
 // sharingMissing says why the cluster cannot give the package's slices,

@@ -48,6 +48,11 @@ func timeSlicedPackage() *spec.Package {
 		MemoryBytes: 32 << 30, Memory: "32Gi", ComputeShare: 100}
 }
 
+func migPackage() *spec.Package {
+	return &spec.Package{Meta: spec.Meta{Address: "m"}, Name: "a100-1g", GPUModel: "NVIDIA A100-SXM4-40GB", MIGProfile: "1g.5gb",
+		MemoryBytes: 4864 << 20, Memory: "4864Mi", ComputeShare: 14}
+}
+
 func fullQuota() *spec.Quota {
 	return &spec.Quota{Meta: spec.Meta{Address: "q"}, Namespace: "team-a", Slices: map[string]int64{"v100-8gi": 2, "other": 0},
 		CPURequests: "8", MemoryRequests: "16384Mi", CPULimits: "16", MemoryLimits: "32Gi", MaxClaims: ptr.To[int64](4),
@@ -104,31 +109,31 @@ func cluster(t *testing.T, s *spec.Stack) *view.View {
 func TestReadBackEveryField(t *testing.T) {
 	ctx := context.Background()
 	platform, pkg, quota := fullPlatform(), fullPackage(), fullQuota()
-	anySize, timeSliced := anySizePackage(), timeSlicedPackage()
+	anySize, timeSliced, mig := anySizePackage(), timeSlicedPackage(), migPackage()
 	for _, v := range []any{platform, pkg, quota, fullWorkload(spec.KindDeployment)} {
 		if zero := zeroFields(reflect.ValueOf(v).Elem(), ""); len(zero) > 0 && v != any(pkg) {
 			t.Fatalf("fixture %T leaves %s unset: set them so readback is tested for them", v, strings.Join(zero, ", "))
 		}
 	}
 	unset := map[string]int{}
-	for _, p := range []*spec.Package{pkg, anySize, timeSliced} {
+	for _, p := range []*spec.Package{pkg, anySize, timeSliced, mig} {
 		for _, f := range zeroFields(reflect.ValueOf(p).Elem(), "") {
 			unset[f]++
 		}
 	}
 	for f, n := range unset {
-		if n == 3 {
+		if n == 4 {
 			t.Fatalf("no package fixture sets %s: set it in one so readback is tested for it", f)
 		}
 	}
-	c := cluster(t, &spec.Stack{Name: "s", Platform: platform, Packages: []*spec.Package{pkg, anySize, timeSliced}, Quotas: []*spec.Quota{quota}})
+	c := cluster(t, &spec.Stack{Name: "s", Platform: platform, Packages: []*spec.Package{pkg, anySize, timeSliced, mig}, Quotas: []*spec.Quota{quota}})
 
 	gotPlatform, err := readback.Platform(ctx, c, platform.Namespace, platform)
 	check(t, err, gotPlatform, &spec.Platform{Namespace: platform.Namespace, TenantLabel: platform.TenantLabel, Fractions: platform.Fractions, AdmissionPolicies: true,
 		AnySize: platform.AnySize, TimeSlicing: platform.TimeSlicing, ForceDestroy: true, NodePlugin: platform.NodePlugin})
 
-	// what a configuration holds: a fraction's and a time-sliced package's
-	// memory and compute share are inferred again
+	// what a configuration holds: a fraction's, a time-sliced and a MIG
+	// package's memory and compute share are inferred again
 	gotPackage, err := readback.Package(ctx, c, pkg.Name)
 	check(t, err, gotPackage, &spec.Package{Name: pkg.Name, GPUModel: pkg.GPUModel, Fraction: pkg.Fraction, ExtendedResourceName: pkg.ExtendedResourceName})
 	gotPackage, err = readback.Package(ctx, c, anySize.Name)
@@ -136,6 +141,8 @@ func TestReadBackEveryField(t *testing.T) {
 		ExtendedResourceName: anySize.ExtendedResourceName})
 	gotPackage, err = readback.Package(ctx, c, timeSliced.Name)
 	check(t, err, gotPackage, &spec.Package{Name: timeSliced.Name, GPUModel: timeSliced.GPUModel, Sharing: timeSliced.Sharing, Replicas: timeSliced.Replicas})
+	gotPackage, err = readback.Package(ctx, c, mig.Name)
+	check(t, err, gotPackage, &spec.Package{Name: mig.Name, GPUModel: mig.GPUModel, MIGProfile: mig.MIGProfile})
 
 	wantQuota := *quota
 	wantQuota.Meta = spec.Meta{}

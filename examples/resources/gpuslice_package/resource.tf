@@ -23,3 +23,12 @@ resource "gpuslice_package" "notebooks" {
   sharing   = "time-sliced"
   replicas  = 4
 }
+
+# MIG: one 1g.5gb instance of an A100-40GB (4864 MiB, 1/7 of its compute),
+# partitioned by the GPU itself. The A100s must be in MIG mode with 1g.5gb
+# instances created.
+resource "gpuslice_package" "a100_small" {
+  name        = "a100-1g"
+  gpu_model   = "NVIDIA A100-SXM4-40GB"
+  mig_profile = "1g.5gb"
+}

@@ -1,7 +1,7 @@
 # The stack the admission test applies with the engine: a platform with its
 # own tenant label (so the policies bind only the test's namespaces in the
-# control plane the engine tests share), nine packages of every kind, and a quota that
-# grants four of them and names the tenant users.
+# control plane the engine tests share), eleven packages of every kind, and a quota that
+# grants some of them and names the tenant users.
 resource "gpuslice_platform" "this" {
   namespace    = "adm-platform"
   tenant_label = "admission-test.gpuslice.dev/tenant"
@@ -73,6 +73,20 @@ resource "gpuslice_package" "shared" {
   replicas  = 4
 }
 
+# MIG: one 1g.5gb instance of an A100, isolated by the GPU; and a 3g.20gb
+# the tenant is not granted.
+resource "gpuslice_package" "mig" {
+  name        = "adm-mig-1g"
+  gpu_model   = "NVIDIA A100-SXM4-40GB"
+  mig_profile = "1g.5gb"
+}
+
+resource "gpuslice_package" "mig_large" {
+  name        = "adm-mig-3g"
+  gpu_model   = "NVIDIA A100-SXM4-40GB"
+  mig_profile = "3g.20gb"
+}
+
 resource "gpuslice_quota" "tenant" {
   namespace = "adm-tenant"
   slices = {
@@ -83,6 +97,7 @@ resource "gpuslice_quota" "tenant" {
     (gpuslice_package.l4_whole.name) = 3
     (gpuslice_package.any.name)      = 2
     (gpuslice_package.shared.name)   = 1
+    (gpuslice_package.mig.name)      = 2
   }
   cpu_requests    = "8"
   memory_requests = "32Gi"
