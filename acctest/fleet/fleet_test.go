@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/gpuslice/gpuslice/contract"
@@ -134,6 +135,9 @@ func fleet(b *testing.B, n int) []result {
 		b.Fatal(err)
 	}
 	b.Logf("%d nodes registered with their counter sets in %s", n, time.Since(start).Round(time.Millisecond))
+	if err := untaint(ctx, client); err != nil {
+		b.Fatal(err)
+	}
 
 	var out []result
 	for i, m := range modes {
@@ -163,6 +167,27 @@ func fleet(b *testing.B, n int) []result {
 		out = append(out, r)
 	}
 	return out
+}
+
+// untaint removes the not-ready taint the API server puts on every new
+// node: without the node-lifecycle controller nothing else would, and no
+// pod would schedule.
+func untaint(ctx context.Context, client kubernetes.Interface) error {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	return parallel(len(nodes.Items), 16, func(i int) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			node, err := client.CoreV1().Nodes().Get(ctx, nodes.Items[i].Name, metav1.GetOptions{})
+			if err != nil || len(node.Spec.Taints) == 0 {
+				return err
+			}
+			node.Spec.Taints = nil
+			_, err = client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+			return err
+		})
+	})
 }
 
 // sliceBytes is the ResourceSlices' size per node, as the API server
