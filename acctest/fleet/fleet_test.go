@@ -28,6 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -238,7 +240,17 @@ func schedule(ctx context.Context, client kubernetes.Interface, ns string, m mod
 		return err
 	}
 
-	w, err := client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	// A retry watcher resumes where a closed watch stopped: a plain watch
+	// the API server ends under load would lose bindings and the count.
+	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return client.CoreV1().Pods(ns).Watch(ctx, o)
+		},
+	})
 	if err != nil {
 		return err
 	}
