@@ -82,11 +82,7 @@ func Load(ctx context.Context, v *view.View, workloads []*spec.Workload) (*Snaps
 			}
 		case spec.KindJob:
 			if w.ByOperator() {
-				load := loadPyTorchJob
-				if w.TrainJob() {
-					load = loadTrainJob
-				}
-				j, err := load(ctx, v, w)
+				j, err := operatorJobOf(w).load(ctx, v, w)
 				if err != nil {
 					return nil, err
 				}

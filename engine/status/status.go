@@ -117,11 +117,7 @@ func (s *Snapshot) Diagnose(w *spec.Workload) Status {
 			if !ok {
 				return missing(w)
 			}
-			outcome := pyTorchJobOutcome
-			if w.TrainJob() {
-				outcome = trainJobOutcome
-			}
-			if outcome(j, &st) {
+			if operatorJobOf(w).outcome(j, &st) {
 				return st
 			}
 			controllerName = w.Name
