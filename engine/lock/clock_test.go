@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
@@ -29,6 +31,11 @@ const step = 250 * time.Millisecond
 // stack's lock (Acquire in a goroutine), then the lock it holds.
 type machine struct {
 	clock *testingclock.FakeClock
+	// waits holds the timers Acquire itself waits on, apart from those
+	// of a held lock's renewal (on clock), so that an Acquire waiting can
+	// be told from one that just took the lock over, started its
+	// renewal, and has yet to return. Stepped with clock.
+	waits *testingclock.FakeClock
 	start time.Time // the clock's reading at the timeline's start
 	store Store
 	cut   atomic.Bool // its requests to the API server fail (cut off)
@@ -45,15 +52,50 @@ type machine struct {
 // newMachine's clock reads the timeline's start plus offset.
 func newMachine(t *testing.T, start time.Time, offset time.Duration) *machine {
 	c := clustertest.Shared(t)
-	m := &machine{clock: testingclock.NewFakeClock(start.Add(offset)), start: start.Add(offset)}
+	m := &machine{clock: testingclock.NewFakeClock(start.Add(offset)), waits: testingclock.NewFakeClock(start.Add(offset)), start: start.Add(offset)}
 	cfg := rest.CopyConfig(c.RESTConfig())
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return cutOff{rt, &m.cut} })
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.store = Store{Client: client, Namespace: "gpuslice-system", Clock: m.clock}
+	m.store = Store{Client: client, Namespace: "gpuslice-system", Clock: splitClock{m.clock, m.waits}}
 	return m
+}
+
+// splitClock is a machine's clock as the lock sees it: Acquire's timers
+// on waits, every other reading and timer on the clock.
+type splitClock struct {
+	*testingclock.FakeClock
+	waits *testingclock.FakeClock
+}
+
+func (c splitClock) NewTimer(d time.Duration) clock.Timer {
+	if calledFromAcquire() {
+		return c.waits.NewTimer(d)
+	}
+	return c.FakeClock.NewTimer(d)
+}
+
+// calledFromAcquire says whether Store.Acquire is on the caller's stack (a
+// lock's renewal runs in its own goroutine, whose stack starts at renew).
+func calledFromAcquire() bool {
+	pcs := make([]uintptr, 16)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, "/lock.Store.Acquire") {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
+func (m *machine) step(d time.Duration) {
+	m.clock.Step(d)
+	m.waits.Step(d)
 }
 
 type cutOff struct {
@@ -68,6 +110,20 @@ func (c cutOff) RoundTrip(req *http.Request) (*http.Response, error) {
 	return c.next.RoundTrip(req)
 }
 
+// take takes a lock nobody holds: Acquire returns without waiting on the
+// clock, so it runs here rather than in a goroutine the timeline would
+// have to wait for.
+func (m *machine) take(t *testing.T, stack string, opts Options) {
+	t.Helper()
+	l, err := m.store.Acquire(context.Background(), stack, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.lock = l
+	t.Cleanup(func() { l.Release(context.Background()) })
+}
+
+// acquire starts Acquire in a goroutine, for a lock another machine holds.
 func (m *machine) acquire(stack string, opts Options) {
 	m.result, m.pending, m.err = make(chan error, 1), true, nil
 	opts.Waiting = func(_ Info, abandoned bool) {
@@ -92,13 +148,18 @@ func (m *machine) poll() {
 	}
 }
 
-// busy is how many of this machine's goroutines wait on its clock when
-// idle: an Acquire waiting, or a held lock's renewal.
-func (m *machine) busy() int {
-	if m.pending || m.holds() {
-		return 1
+// settled says whether every goroutine of this machine waits on its
+// clock: an Acquire not yet answered on waits, a held lock's renewal on
+// clock. An Acquire that took the lock over and has yet to return (its
+// renewal started) is not settled: the timeline waits for its answer.
+func (m *machine) settled() bool {
+	want := func(b bool) int {
+		if b {
+			return 1
+		}
+		return 0
 	}
-	return 0
+	return m.waits.Waiters() == want(m.pending) && m.clock.Waiters() == want(m.holds())
 }
 
 // holds says whether this machine believes it holds the lock (and so
@@ -129,7 +190,7 @@ func (tl *timeline) settle() {
 	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		for _, m := range tl.machines {
 			m.poll()
-			if m.clock.Waiters() != m.busy() {
+			if !m.settled() {
 				return false, nil
 			}
 		}
@@ -138,7 +199,7 @@ func (tl *timeline) settle() {
 	if err != nil {
 		var s []string
 		for i, m := range tl.machines {
-			s = append(s, fmt.Sprintf("machine %d: %d waiting on its clock, want %d", i, m.clock.Waiters(), m.busy()))
+			s = append(s, fmt.Sprintf("machine %d: Acquire waiting %d (pending %v), renewal waiting %d (holds %v)", i, m.waits.Waiters(), m.pending, m.clock.Waiters(), m.holds()))
 		}
 		tl.t.Fatalf("at %s the writers never settled: %s", tl.now, strings.Join(s, "; "))
 	}
@@ -167,7 +228,7 @@ func (tl *timeline) run(limit time.Duration, done func() bool) bool {
 			return false
 		}
 		for _, m := range tl.machines {
-			m.clock.Step(step)
+			m.step(step)
 		}
 		tl.now += step
 	}
@@ -198,12 +259,7 @@ func TestClockOffsetsBetweenMachinesDoNotMatter(t *testing.T) {
 			holder, waiter := newMachine(t, start, tc.offset), newMachine(t, start, 0)
 			tl := &timeline{t: t, machines: []*machine{holder, waiter}}
 
-			holder.acquire(stack, Options{Who: "alice@ahead-or-behind", Operation: "gpuslice apply"})
-			tl.settle()
-			if holder.err != nil {
-				t.Fatal(holder.err)
-			}
-			t.Cleanup(func() { holder.lock.Release(context.Background()) })
+			holder.take(t, stack, Options{Who: "alice@ahead-or-behind", Operation: "gpuslice apply"})
 			waiter.acquire(stack, Options{Who: "bob@desk", Operation: "gpuslice apply", Timeout: time.Hour})
 			t.Cleanup(func() {
 				if !waiter.pending && waiter.lock != nil {
@@ -237,7 +293,7 @@ func TestClockOffsetsBetweenMachinesDoNotMatter(t *testing.T) {
 			if waiter.err != nil {
 				t.Fatal(waiter.err)
 			}
-			tookAt := tl.now
+			tookAt := waiter.elapsed(waiter.lock.Info().Created)
 			prev := waiter.lock.TookOver
 			if prev == nil || prev.ID != holder.lock.Info().ID {
 				t.Fatalf("TookOver = %+v, want the holder", prev)
@@ -272,12 +328,7 @@ func TestAWriterThatWouldNotWaitWatchesALockThatLooksAbandoned(t *testing.T) {
 	holder := newMachine(t, start, -30*time.Second)
 	first, second := newMachine(t, start, 0), newMachine(t, start, 0)
 	tl := &timeline{t: t, machines: []*machine{holder, first, second}}
-	holder.acquire("looks-abandoned", Options{Who: "alice@behind", Operation: "gpuslice apply"})
-	tl.settle()
-	if holder.err != nil {
-		t.Fatal(holder.err)
-	}
-	t.Cleanup(func() { holder.lock.Release(context.Background()) })
+	holder.take(t, "looks-abandoned", Options{Who: "alice@behind", Operation: "gpuslice apply"})
 
 	first.acquire("looks-abandoned", Options{Who: "bob@desk", Operation: "gpuslice apply"})
 	if !tl.run(DefaultDuration, func() bool { return !first.pending }) {
@@ -301,7 +352,7 @@ func TestAWriterThatWouldNotWaitWatchesALockThatLooksAbandoned(t *testing.T) {
 		t.Fatalf("a writer watching an abandoned lock: %v (told %d)", second.err, second.told.Load())
 	}
 	defer second.lock.Release(context.Background())
-	if d := tl.now - killed; d < DefaultDuration {
+	if d := second.elapsed(second.lock.Info().Created) - killed; d < DefaultDuration {
 		t.Errorf("took over %s after it started watching, want the whole duration (15s)", d)
 	}
 }
@@ -313,11 +364,7 @@ func TestALockLostToFailedRenewalsIsRemovedOnRelease(t *testing.T) {
 	clustertest.Shared(t)
 	holder := newMachine(t, time.Now(), 0)
 	tl := &timeline{t: t, machines: []*machine{holder}}
-	holder.acquire("lost-renewals", Options{Who: "alice@laptop", Operation: "gpuslice apply"})
-	tl.settle()
-	if holder.err != nil {
-		t.Fatal(holder.err)
-	}
+	holder.take(t, "lost-renewals", Options{Who: "alice@laptop", Operation: "gpuslice apply"})
 	holder.cut.Store(true)
 	if !tl.run(DefaultDuration, func() bool { return !holder.holds() }) {
 		t.Fatal("a holder cut off from the cluster never gave its lock up")
