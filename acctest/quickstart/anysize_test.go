@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpuslice/gpuslice/acctest/internal/tofutest"
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/internal/hostpath"
@@ -40,7 +41,7 @@ func TestAnySizeWithOpenTofu(t *testing.T) {
 	if err := hostpath.Start(storage, c.Client(), t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
-	run := tofuIn(t, example(t, "any-size"), tofuEnv(t, c))
+	run := tofutest.In(t, tofutest.Example(t, "any-size"), tofuEnv(t, c))
 	if out, code := run("init", "-input=false", "-no-color"); code != 0 {
 		t.Fatalf("tofu init: exit %d\n%s", code, out)
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuslice/gpuslice/acctest/draproof"
+	"github.com/gpuslice/gpuslice/acctest/internal/tofutest"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/internal/hostpath"
@@ -36,7 +37,7 @@ func TestAutoscaledInferenceWithOpenTofu(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	run := tofuIn(t, example(t, "autoscaled-inference"), tofuEnv(t, c))
+	run := tofutest.In(t, tofutest.Example(t, "autoscaled-inference"), tofuEnv(t, c))
 
 	if out, code := run("init", "-input=false", "-no-color"); code != 0 {
 		t.Fatalf("tofu init from the mirror: exit %d\n%s", code, out)

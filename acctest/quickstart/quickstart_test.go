@@ -9,8 +9,6 @@ package quickstart
 import (
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuslice/gpuslice/acctest/draproof"
+	"github.com/gpuslice/gpuslice/acctest/internal/tofutest"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/internal/hostpath"
@@ -30,39 +29,12 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// install runs `make install` into a temporary mirror, as a user would,
-// and returns the CLI configuration that makes tofu install from it.
-func install(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	rc := filepath.Join(dir, "gpuslice.tfrc")
-	cmd := exec.Command("make", "-s", "install", "MIRROR="+filepath.Join(dir, "mirror"), "TFRC="+rc)
-	cmd.Dir = "../.."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make install: %v\n%s", err, out)
-	}
-	return rc
-}
-
-// example copies examples/ into a temporary directory (the examples refer
-// to each other's modules) and returns the copy of examples/<name>.
-func example(t *testing.T, name string) string {
-	t.Helper()
-	work := t.TempDir()
-	if err := os.CopyFS(filepath.Join(work, "examples"), os.DirFS("../../examples")); err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(work, "examples", name)
-}
-
 // tofuEnv is the environment tofu runs an example in against c, with the
-// provider make install built, waiting for scheduling only, and vars.
-// Nothing may be downloaded: a registry lookup fails here.
+// provider make install built, waiting for scheduling only (the simulated
+// node runs no containers), and vars.
 func tofuEnv(t *testing.T, c *cluster.Cluster, vars ...string) []string {
 	t.Helper()
-	env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+install(t), "KUBE_CONFIG_PATH="+c.KubeconfigPath, "TF_IN_AUTOMATION=1",
-		"TF_VAR_wait_for=scheduled", "HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9")
-	return append(env, vars...)
+	return tofutest.Env(c, tofutest.Install(t), append([]string{"TF_VAR_wait_for=scheduled"}, vars...)...)
 }
 
 func TestQuickstartWithOpenTofu(t *testing.T) {
@@ -81,12 +53,12 @@ func TestQuickstartWithOpenTofu(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dir := example(t, "quickstart")
+	dir := tofutest.Example(t, "quickstart")
 	env := tofuEnv(t, c,
 		// The simulated node runs no kubelet: the plugin's DaemonSet is
 		// created and never runs (acctest/daemonset runs it on real nodes).
 		"TF_VAR_node_plugin_image=registry.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5")
-	run := tofuIn(t, dir, env)
+	run := tofutest.In(t, dir, env)
 
 	if out, code := run("init", "-input=false", "-no-color"); code != 0 || !strings.Contains(out, "gpuslice/gpuslice v0.1.0") {
 		t.Fatalf("tofu init from the mirror: exit %d\n%s", code, out)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/gpuslice/gpuslice/acctest/draproof"
+	"github.com/gpuslice/gpuslice/acctest/internal/tofutest"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 )
@@ -31,7 +32,7 @@ func TestTrainingWithOpenTofu(t *testing.T) {
 	if _, err := gpu.PublishGPUs(ctx, 2, 100); err != nil {
 		t.Fatal(err)
 	}
-	run := tofuIn(t, example(t, "training"), tofuEnv(t, c, "TF_VAR_gpu_model="+model))
+	run := tofutest.In(t, tofutest.Example(t, "training"), tofuEnv(t, c, "TF_VAR_gpu_model="+model))
 
 	if out, code := run("init", "-input=false", "-no-color"); code != 0 {
 		t.Fatalf("tofu init: exit %d\n%s", code, out)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuslice/gpuslice/acctest/internal/tofutest"
 	"github.com/gpuslice/gpuslice/acctest/previous"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 )
@@ -87,11 +88,7 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(upgradeHCL), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := func(rc string) []string {
-		return append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "KUBE_CONFIG_PATH="+c.KubeconfigPath, "TF_IN_AUTOMATION=1",
-			"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9")
-	}
-	old := tofuIn(t, dir, env(installPrevious(t)))
+	old := tofutest.In(t, dir, tofutest.Env(c, installPrevious(t)))
 	if out, code := old("init", "-input=false", "-no-color"); code != 0 {
 		t.Fatalf("tofu init with the previous release: exit %d\n%s", code, out)
 	}
@@ -109,7 +106,7 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 	// was cut since), so the lock file is made afresh as for a new version.
 	os.Remove(filepath.Join(dir, ".terraform.lock.hcl"))
 	os.RemoveAll(filepath.Join(dir, ".terraform", "providers"))
-	current := tofuIn(t, dir, env(install(t)))
+	current := tofutest.In(t, dir, tofutest.Env(c, tofutest.Install(t)))
 	if out, code := current("init", "-input=false", "-no-color"); code != 0 {
 		t.Fatalf("tofu init with this provider: exit %d\n%s", code, out)
 	}
