@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
@@ -116,16 +117,22 @@ func destroyStack(t *testing.T, env *realnodetest.Env, dir, stack string) {
 // jobPod waits for the pod of job name in ns.
 func jobPod(t *testing.T, env *realnodetest.Env, ns, name string) *corev1.Pod {
 	t.Helper()
-	var pod *corev1.Pod
-	realnodetest.Eventually(t, 2*time.Minute, "a pod of job "+name, func() (bool, string) {
-		pods, err := env.Cluster.Client().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "job-name=" + name})
-		if err != nil || len(pods.Items) == 0 {
-			return false, errString(err)
+	return &podsOf(t, env, ns, "job-name="+name, 1)[0]
+}
+
+// podsOf waits for n pods matching selector in ns and returns them.
+func podsOf(t *testing.T, env *realnodetest.Env, ns, selector string, n int) []corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	realnodetest.Eventually(t, 2*time.Minute, fmt.Sprintf("%d pods %s in %s", n, selector, ns), func() (bool, string) {
+		list, err := env.Cluster.Client().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err.Error()
 		}
-		pod = &pods.Items[0]
-		return true, ""
+		pods = list.Items
+		return len(pods) >= n, fmt.Sprintf("%d pods", len(pods))
 	})
-	return pod
+	return pods
 }
 
 // logsWith waits until the container's log holds want and returns it.
@@ -150,20 +157,25 @@ func logsWith(t *testing.T, env *realnodetest.Env, pod *corev1.Pod, container, w
 // claimUID is the UID of the pod's only resource claim.
 func claimUID(t *testing.T, env *realnodetest.Env, pod *corev1.Pod) string {
 	t.Helper()
-	var uid string
+	return string(podClaim(t, env, pod).UID)
+}
+
+// podClaim waits for the pod's only resource claim and returns it.
+func podClaim(t *testing.T, env *realnodetest.Env, pod *corev1.Pod) *resourcev1.ResourceClaim {
+	t.Helper()
+	var claim *resourcev1.ResourceClaim
 	realnodetest.Eventually(t, time.Minute, "the claim of pod "+pod.Name, func() (bool, string) {
 		p, err := env.Cluster.Client().CoreV1().Pods(pod.Namespace).Get(context.Background(), pod.Name, metav1.GetOptions{})
 		if err != nil || len(p.Status.ResourceClaimStatuses) == 0 || p.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
 			return false, errString(err)
 		}
-		c, err := env.Cluster.Client().ResourceV1().ResourceClaims(pod.Namespace).Get(context.Background(), *p.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+		claim, err = env.Cluster.Client().ResourceV1().ResourceClaims(pod.Namespace).Get(context.Background(), *p.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		uid = string(c.UID)
 		return true, ""
 	})
-	return uid
+	return claim
 }
 
 // cdiSpec reads the claim's CDI spec on node n.

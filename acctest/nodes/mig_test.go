@@ -100,14 +100,43 @@ func TestMIGWorkloadBesideAV100Slice(t *testing.T) {
 	logs := logsWith(t, env, pod, "", "slice-check: the slice held")
 	t.Logf("the MIG container:\n%s", logs)
 	status := migStatus(t, env, ns, "mig")
-	if status.Sharing != contract.SharingMIG || status.MIGProfile != "1g.5gb" || !strings.HasPrefix(status.MIGUUID, "MIG-") {
-		t.Fatalf("claim status %+v: want a 1g.5gb MIG instance", status)
+	checkMIGContainer(t, logs, status, "1g.5gb", 4864)
+	if m := scrape(t, node); !strings.Contains(m, migMetric(status, ns, "mig")) {
+		t.Errorf("the node plugin's metrics lack %s", migMetric(status, ns, "mig"))
 	}
 
-	if !regexp.MustCompile(`(?m)^GPU 0: NVIDIA A100-SXM4-40GB \(UUID: ` + regexp.QuoteMeta(status.GPUUUID) + `\)\n  MIG 1g\.5gb +Device +0: \(UUID: ` + regexp.QuoteMeta(status.MIGUUID) + `\)$`).MatchString(logs) {
+	// The V100 slice on the other node is as ever.
+	v100 := logsWith(t, env, jobPod(t, env, "migv100", "check"), "", "slice-check: the slice held")
+	if !strings.Contains(v100, "0MiB /   8192MiB") || !strings.Contains(v100, "preload: "+contract.ContainerLibraryPath) {
+		t.Errorf("the V100 slice beside the MIG workload does not see its 8 GiB through the shim:\n%s", v100)
+	}
+
+	if err := client.CoreV1().Pods(ns).Delete(ctx, "mig", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	waitUnprepared(t, node, status.claimUID)
+	destroyStack(t, env, dir, "migv100")
+}
+
+// checkMIGContainer checks what a container running showMIG printed on
+// the claim of status, a MIG instance of profile with memoryMiB: nvidia-smi
+// lists the instance under its GPU with the profile's memory, CUDA sees the
+// same, both visible-devices variables name the instance, nothing limits it
+// in software (no shim, no limit), and its device nodes are exactly its
+// parent's, the driver's and its instance's two capability nodes (with the
+// driver's numbers).
+func checkMIGContainer(t *testing.T, logs string, status claimStatus, profile string, memoryMiB int) {
+	t.Helper()
+	if status.Sharing != contract.SharingMIG || status.MIGProfile != profile || !strings.HasPrefix(status.MIGUUID, "MIG-") {
+		t.Fatalf("claim status %+v: want a %s MIG instance", status, profile)
+	}
+	if !regexp.MustCompile(`(?m)^GPU 0: NVIDIA A100-SXM4-40GB \(UUID: ` + regexp.QuoteMeta(status.GPUUUID) + `\)\n  MIG ` + regexp.QuoteMeta(profile) + ` +Device +0: \(UUID: ` + regexp.QuoteMeta(status.MIGUUID) + `\)$`).MatchString(logs) {
 		t.Errorf("nvidia-smi -L does not list the instance under its GPU:\n%s", logs)
 	}
-	for _, want := range []string{"0MiB /   4864MiB", "NVIDIA A100-SXM4-40GB MIG 1g.5gb, 4864 MiB total", "preload: \n",
+	if !regexp.MustCompile(fmt.Sprintf(` 0MiB / +%dMiB \|`, memoryMiB)).MatchString(logs) {
+		t.Errorf("nvidia-smi does not show the instance's %d MiB:\n%s", memoryMiB, logs)
+	}
+	for _, want := range []string{fmt.Sprintf("NVIDIA A100-SXM4-40GB MIG %s, %d MiB total", profile, memoryMiB), "preload: \n",
 		"export CUDA_VISIBLE_DEVICES='" + status.MIGUUID + "'", "export NVIDIA_VISIBLE_DEVICES='" + status.MIGUUID + "'"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the MIG container's output lacks %q:\n%s", want, logs)
@@ -129,23 +158,12 @@ func TestMIGWorkloadBesideAV100Slice(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("the MIG container's device nodes:\n%s\nwant exactly:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	metric := fmt.Sprintf(`gpuslice_claim_mig_instance{UUID=%q,claim="mig",claim_uid=%q,compute_instance="%d",gpu_instance="%d",mig_uuid=%q,namespace=%q,profile="1g.5gb"} 1`,
-		status.GPUUUID, status.claimUID, status.MIGComputeInstance, status.MIGGPUInstance, status.MIGUUID, ns)
-	if m := scrape(t, node); !strings.Contains(m, metric) {
-		t.Errorf("the node plugin's metrics lack %s", metric)
-	}
+}
 
-	// The V100 slice on the other node is as ever.
-	v100 := logsWith(t, env, jobPod(t, env, "migv100", "check"), "", "slice-check: the slice held")
-	if !strings.Contains(v100, "0MiB /   8192MiB") || !strings.Contains(v100, "preload: "+contract.ContainerLibraryPath) {
-		t.Errorf("the V100 slice beside the MIG workload does not see its 8 GiB through the shim:\n%s", v100)
-	}
-
-	if err := client.CoreV1().Pods(ns).Delete(ctx, "mig", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
-		t.Fatal(err)
-	}
-	waitUnprepared(t, node, status.claimUID)
-	destroyStack(t, env, dir, "migv100")
+// migMetric is the node plugin's metric line for claim ns/name of status.
+func migMetric(status claimStatus, ns, name string) string {
+	return fmt.Sprintf(`gpuslice_claim_mig_instance{UUID=%q,claim=%q,claim_uid=%q,compute_instance="%d",gpu_instance="%d",mig_uuid=%q,namespace=%q,profile=%q} 1`,
+		status.GPUUUID, name, status.claimUID, status.MIGComputeInstance, status.MIGGPUInstance, status.MIGUUID, ns, status.MIGProfile)
 }
 
 type claimStatus struct {
