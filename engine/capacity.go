@@ -6,9 +6,10 @@ import (
 	"github.com/gpuslice/gpuslice/engine/capacity"
 )
 
-// GPUs lists every GPU the node plugins publish, by node and index.
+// GPUs lists every GPU the node plugins publish, by node and index: what
+// they publish, not what is allocated, so no claim is read.
 func (e *Engine) GPUs(ctx context.Context) ([]capacity.GPU, error) {
-	snap, err := capacity.Load(ctx, e.view)
+	snap, err := capacity.Published(ctx, e.view)
 	if err != nil {
 		return nil, err
 	}

@@ -94,10 +94,48 @@ func (e *Engine) Refresh() { e.view.Reset() }
 // run costs, whatever its size.
 func (e *Engine) Informers() int { return e.view.Started() }
 
+// Read is one informer of the engine's view: a resource and where it is
+// read.
+type Read struct {
+	// Resource is the resource and its selectors, e.g. "pods labelled
+	// gpuslice.dev/workload".
+	Resource string
+	// Kind is the resource's kind; Namespaced whether it lives in
+	// namespaces.
+	Kind       string
+	Namespaced bool
+	// Namespace is where it is read: "" for every namespace (or a
+	// cluster-scoped kind).
+	Namespace string
+	// Fields is its field selector.
+	Fields string
+}
+
+func (r Read) String() string {
+	if r.Namespace != "" {
+		return r.Resource + " in " + r.Namespace
+	}
+	if r.Namespaced {
+		return r.Resource + " in every namespace"
+	}
+	return r.Resource
+}
+
+// Reads lists the informers the engine's view runs: what a run has read.
+func (e *Engine) Reads() []Read {
+	var out []Read
+	for _, i := range e.view.Informers() {
+		out = append(out, Read{Resource: i.Resource.String(), Kind: i.Resource.Kind, Namespaced: i.Resource.Namespaced,
+			Namespace: i.Namespace, Fields: i.Resource.Fields})
+	}
+	return out
+}
+
 // Plan renders the stack, compares it with the cluster and runs the
 // plan-time checks; their errors stop apply like any other.
 func (e *Engine) Plan(ctx context.Context, s *spec.Stack, opts plan.Options) (*plan.Plan, error) {
 	e.startRun()
+	e.prefetchStack(s)
 	objs, err := render.Stack(s)
 	if err != nil {
 		return nil, err
@@ -114,6 +152,7 @@ func (e *Engine) Plan(ctx context.Context, s *spec.Stack, opts plan.Options) (*p
 // cluster cannot be asked, the checks that need it are skipped with a
 // warning saying why.
 func (e *Engine) Check(ctx context.Context, s *spec.Stack) diag.Diagnostics {
+	e.prefetchStack(s)
 	t := e.Tables
 	if t == nil {
 		t = tables.Builtin()
@@ -164,7 +203,9 @@ func (e *Engine) planObjects(ctx context.Context, stack string, objs []objects.O
 	if err != nil {
 		return nil, err
 	}
-	p, err := plan.Make(ctx, e.view, stack, e.withoutUninstalledKinds(ctx, objs), rec.Refs, opts)
+	objs = e.withoutUninstalledKinds(ctx, objs)
+	e.warmRefs(objs, rec.Refs)
+	p, err := plan.Make(ctx, e.view, stack, objs, rec.Refs, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +214,26 @@ func (e *Engine) planObjects(ctx context.Context, stack string, objs []objects.O
 		return nil, err
 	}
 	return p, nil
+}
+
+// warmRefs starts reading, at once, the kinds of the objects a plan
+// compares in their namespaces (plan warms the cluster-scoped ones), and
+// the namespaces it labels by name.
+func (e *Engine) warmRefs(desired []objects.Object, applied []objects.Ref) {
+	refs := append([]objects.Ref(nil), applied...)
+	for _, o := range desired {
+		refs = append(refs, o.Ref())
+	}
+	for _, ref := range refs {
+		k, err := objects.KindOf(ref.Group, ref.Kind)
+		switch {
+		case err != nil:
+		case k.Release:
+			e.view.Warm(view.NamespaceNamed(ref.Name))
+		case k.Namespaced:
+			e.view.WarmIn([]string{ref.Namespace}, view.Managed(k))
+		}
+	}
 }
 
 // Apply carries out a plan. A plan with error diagnostics is refused.
@@ -204,6 +265,7 @@ func (e *Engine) Destroy(ctx context.Context, p *plan.Plan, opts apply.Options) 
 
 // Status diagnoses every workload of the stack, keyed by address.
 func (e *Engine) Status(ctx context.Context, s *spec.Stack) (map[string]status.Status, error) {
+	e.prefetchStack(s)
 	snap, err := status.Load(ctx, e.view, s.Workloads)
 	if err != nil {
 		return nil, err

@@ -51,27 +51,75 @@ func (rc ResourceContext) PackageNames() []string {
 	return out
 }
 
-// Prefetch starts the informers that reading and planning resources of
-// every type read, without waiting for them. A Terraform run calls it once
-// configured: the kinds workloads read are then listed while Terraform
-// still plans the packages and quotas they depend on, instead of after.
+// Prefetch starts, without waiting, the cluster-wide reads of a run that
+// every resource's read or plan needs: the platform settings and the
+// packages (every resource renders with them), the published slices (the
+// workloads' checks) and the stacks' inventories. A Terraform run calls it
+// once configured, before it knows the configuration's namespaces; what is
+// read in a namespace starts with the first resource that names it
+// (prefetchNamespaces). Terraform plans a workload only after the package
+// and quota it names, so its namespace is listed meanwhile.
 func (e *Engine) Prefetch() {
-	for _, reads := range [][]view.Resource{{platformConfigMaps, packageClasses}, readback.PlatformReads(), readback.QuotaReads(),
-		readback.WorkloadReads(), checks.Reads(), status.Reads()} {
-		e.view.Warm(reads...)
-	}
-	// What plan compares a quota's namespace and a workload's claim
-	// template with.
-	e.view.Warm(view.Namespaces, view.ManagedKind("resource.k8s.io", "ResourceClaimTemplate"))
+	e.view.Warm(platformConfigMaps, packageClasses)
+	e.view.Warm(checks.Reads()...)
+	e.view.WarmIn([]string{e.Inventory.Namespace}, inventoryConfigMaps)
 	// Not the schemas plan compares with: only the group-versions a plan
 	// compares are fetched, when it first does (plan.Make warms them).
 }
 
-// What LoadResourceContext reads: the platform settings and the packages.
+// What LoadResourceContext reads: the platform settings and the packages;
+// and the inventories.
 var (
-	platformConfigMaps = view.ManagedKind("", "ConfigMap")
-	packageClasses     = view.ManagedKind("resource.k8s.io", "DeviceClass")
+	platformConfigMaps  = view.PlatformConfigMaps
+	packageClasses      = view.ManagedKind("resource.k8s.io", "DeviceClass")
+	inventoryConfigMaps = view.ManagedKind("", "ConfigMap")
 )
+
+// namespaceReads are what reading, checking, planning and diagnosing a
+// quota or workload read in its namespace.
+var namespaceReads = func() []view.Resource {
+	var out []view.Resource
+	seen := map[view.Resource]bool{}
+	for _, reads := range [][]view.Resource{readback.QuotaReads(), readback.WorkloadReads(), checks.NamespaceReads(), status.NamespaceReads(),
+		{view.ManagedKind("resource.k8s.io", "ResourceClaimTemplate")}} {
+		for _, r := range reads {
+			if !seen[r] {
+				seen[r] = true
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}()
+
+// prefetchNamespaces starts, without waiting, the informers of every
+// namespace read in each of namespaces, and of the namespace itself: the
+// first resource of a run that names a namespace starts them all, so the
+// resources after it find the namespace listed, and a run reads no more
+// than the namespaces it names.
+func (e *Engine) prefetchNamespaces(namespaces ...string) {
+	if len(namespaces) == 0 {
+		return
+	}
+	res := make([]view.Resource, 0, len(namespaces)+len(namespaceReads))
+	for _, ns := range namespaces {
+		res = append(res, view.NamespaceNamed(ns))
+	}
+	e.view.WarmIn(namespaces, append(res, namespaceReads...)...)
+}
+
+// prefetchStack is prefetchNamespaces for the namespaces of a stack's
+// quotas and workloads.
+func (e *Engine) prefetchStack(s *spec.Stack) {
+	var namespaces []string
+	for _, q := range s.Quotas {
+		namespaces = append(namespaces, q.Namespace)
+	}
+	for _, w := range s.Workloads {
+		namespaces = append(namespaces, w.Namespace)
+	}
+	e.prefetchNamespaces(namespaces...)
+}
 
 // LoadResourceContext reads the applied platform settings and packages
 // from the engine's view: every resource of a Terraform run asks, and
@@ -176,6 +224,7 @@ func ResolveResource(r spec.Resource, models tables.GPUModels) {
 // PlanResource renders one resource in its context and plans its own
 // objects against the cluster and its stack's inventory.
 func (e *Engine) PlanResource(ctx context.Context, r spec.Resource, rc ResourceContext, models tables.GPUModels, opts plan.Options) (*plan.Plan, error) {
+	e.prefetchStack(spec.StackOf(r))
 	s := resourceStack(r, rc, models)
 	all, err := render.Stack(s)
 	if err != nil {
@@ -230,6 +279,7 @@ func (e *Engine) ReadResource(ctx context.Context, resourceType, id string, prio
 		}
 		return p, err
 	case schema.Quota.Type:
+		e.prefetchNamespaces(id)
 		q, err := readback.Quota(ctx, c, id, first(was.Quotas))
 		if q == nil {
 			return nil, err
@@ -240,6 +290,7 @@ func (e *Engine) ReadResource(ctx context.Context, resourceType, id string, prio
 		if !ok {
 			return nil, fmt.Errorf("id %q is not <namespace>/<name>; import the workload again with such an ID", id)
 		}
+		e.prefetchNamespaces(ns)
 		w, err := readback.Workload(ctx, c, ns, name, first(was.Workloads))
 		if w == nil {
 			return nil, err

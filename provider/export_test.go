@@ -4,6 +4,7 @@ import (
 	fwprovider "github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 
+	"github.com/gpuslice/gpuslice/engine"
 	"github.com/gpuslice/gpuslice/engine/kube"
 	"github.com/gpuslice/gpuslice/provider/internal/fastpath"
 )
@@ -21,9 +22,9 @@ func LastRun(p fwprovider.Provider) (kube.Counts, int) {
 	return gp.last.Clients.Requests.Counts(), gp.last.Informers()
 }
 
-// Prefetched is how many informers the last Configure started before any
+// Prefetched is what the last Configure started reading before any
 // resource was read.
-func Prefetched(p fwprovider.Provider) int {
+func Prefetched(p fwprovider.Provider) []engine.Read {
 	gp := p.(*gpusliceProvider)
 	gp.mu.Lock()
 	defer gp.mu.Unlock()
@@ -44,4 +45,15 @@ type Served struct{ Validate, Upgrade, Read, Plan int64 }
 func FastServed(p fwprovider.Provider) Served {
 	f := &p.(*gpusliceProvider).fast
 	return Served{Validate: f.Validate.Load(), Upgrade: f.Upgrade.Load(), Read: f.Read.Load(), Plan: f.Plan.Load()}
+}
+
+// LastReads lists the informers the engine of p's last Configure runs.
+func LastReads(p fwprovider.Provider) []engine.Read {
+	gp := p.(*gpusliceProvider)
+	gp.mu.Lock()
+	defer gp.mu.Unlock()
+	if gp.last == nil {
+		return nil
+	}
+	return gp.last.Reads()
 }

@@ -60,8 +60,8 @@ type gpusliceProvider struct {
 	// test server configures the same provider for every command, and each
 	// Configure ends the previous run's watches.
 	last *engine.Engine
-	// prefetched is how many informers last's Prefetch started.
-	prefetched int
+	// prefetched is what last's Prefetch started reading.
+	prefetched []engine.Read
 	// data is what the last Configure gave the resources: the fast path
 	// (server.go) serves them with it.
 	data *clusterData
@@ -145,12 +145,16 @@ func (p *gpusliceProvider) Configure(ctx context.Context, req provider.Configure
 			return
 		}
 		e.Tables = set
-		// Terraform plans a workload only after the package and quota it
-		// refers to: its kinds are listed meanwhile.
+		// What every resource needs from the whole cluster is listed at
+		// once; what it needs of its namespace starts with the first
+		// resource naming that namespace (Terraform does not say which
+		// namespaces a configuration names before it plans them). A
+		// workload is planned after the package and quota it refers to, so
+		// its namespace is listed meanwhile.
 		e.Prefetch()
 		data.engine = e
 		p.mu.Lock()
-		p.last, p.prefetched = e, e.Informers()
+		p.last, p.prefetched = e, e.Reads()
 		p.mu.Unlock()
 	}
 	resp.ResourceData = data

@@ -97,6 +97,7 @@ type share struct {
 // Snapshot is the published and allocated devices, read once.
 type Snapshot struct {
 	devices []*device
+	byKey   map[string]*device // by pool/device
 	// counters per GPU (pool + counter set): what the GPU has in all.
 	counters map[string]map[string]resource.Quantity
 	gpus     []GPU
@@ -106,6 +107,18 @@ type Snapshot struct {
 // allocation from the engine's view.
 func Load(ctx context.Context, v *view.View) (*Snapshot, error) {
 	v.Warm(view.ResourceSlices, view.ResourceClaims)
+	s, err := Published(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	return s, s.ReadAllocations(ctx, v)
+}
+
+// Published reads what the node plugins publish (the GPUs and their
+// devices) without what is allocated: ResourceSlices only, which the
+// driver's field selector picks. Package counts need ReadAllocations too.
+func Published(ctx context.Context, v *view.View) (*Snapshot, error) {
+	v.Warm(view.ResourceSlices)
 	objs, err := v.List(ctx, view.ResourceSlices)
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceSlices of %s: %w", contract.DriverName, err)
@@ -113,8 +126,8 @@ func Load(ctx context.Context, v *view.View) (*Snapshot, error) {
 	slices := view.Typed[resourcev1.ResourceSlice](objs)
 	// Published order is not the cache's: keep GPUs and devices stable.
 	sort.Slice(slices, func(i, j int) bool { return slices[i].Name < slices[j].Name })
-	s := &Snapshot{counters: map[string]map[string]resource.Quantity{}}
-	byKey := map[string]*device{}
+	s := &Snapshot{counters: map[string]map[string]resource.Quantity{}, byKey: map[string]*device{}}
+	byKey := s.byKey
 	gpus := map[string]*GPU{}
 	for _, sl := range slices {
 		if sl.Spec.Driver != contract.DriverName {
@@ -152,9 +165,31 @@ func Load(ctx context.Context, v *view.View) (*Snapshot, error) {
 			s.addGPU(gpus, node, dev, d)
 		}
 	}
+	for _, g := range gpus {
+		s.gpus = append(s.gpus, *g)
+	}
+	sort.Slice(s.gpus, func(i, j int) bool {
+		if s.gpus[i].Node != s.gpus[j].Node {
+			return s.gpus[i].Node < s.gpus[j].Node
+		}
+		return s.gpus[i].Index < s.gpus[j].Index
+	})
+	return s, nil
+}
+
+// ReadAllocations marks the devices the scheduler allocated, from every
+// ResourceClaim in the cluster: a claim in any namespace may hold one, and
+// a claim's allocation cannot be selected on, so this is the one read of
+// the engine that grows with the cluster's claims. Only what counts free
+// slices calls it.
+func (s *Snapshot) ReadAllocations(ctx context.Context, v *view.View) error {
+	if len(s.devices) == 0 {
+		return nil // nothing published, nothing to be allocated
+	}
+	byKey := s.byKey
 	claims, err := v.List(ctx, view.ResourceClaims)
 	if err != nil {
-		return nil, fmt.Errorf("list ResourceClaims: %w", err)
+		return fmt.Errorf("list ResourceClaims: %w", err)
 	}
 	for _, claim := range view.Typed[resourcev1.ResourceClaim](claims) {
 		if claim.Status.Allocation == nil {
@@ -175,16 +210,7 @@ func Load(ctx context.Context, v *view.View) (*Snapshot, error) {
 			}
 		}
 	}
-	for _, g := range gpus {
-		s.gpus = append(s.gpus, *g)
-	}
-	sort.Slice(s.gpus, func(i, j int) bool {
-		if s.gpus[i].Node != s.gpus[j].Node {
-			return s.gpus[i].Node < s.gpus[j].Node
-		}
-		return s.gpus[i].Index < s.gpus[j].Index
-	})
-	return s, nil
+	return nil
 }
 
 // shared reports whether the device is given to several claims at once.

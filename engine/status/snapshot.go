@@ -41,10 +41,11 @@ var (
 	jobs         = view.ManagedKind("batch", "Job")
 )
 
-// Reads are the resources Load reads for every workload (a namespace's
+// NamespaceReads are the resources Load reads in every workload's
+// namespace (its pods' claims only for pods that have them, a namespace's
 // warning events only for one that lacks pods).
-func Reads() []view.Resource {
-	return []view.Resource{view.Pods, view.ResourceClaims, deployments, statefulSets, jobs, deviceClasses}
+func NamespaceReads() []view.Resource {
+	return []view.Resource{view.Pods, deployments, statefulSets, jobs}
 }
 
 // Load takes what the workloads' status needs from the engine's view:
@@ -59,7 +60,12 @@ func Load(ctx context.Context, v *view.View, workloads []*spec.Workload) (*Snaps
 	if len(workloads) == 0 {
 		return s, nil
 	}
-	v.Warm(Reads()...)
+	var namespaces []string
+	for _, w := range workloads {
+		namespaces = append(namespaces, w.Namespace)
+	}
+	v.WarmIn(namespaces, NamespaceReads()...)
+	v.Warm(deviceClasses) // the packages' classes, which the engine reads anyway
 	warned := map[string]bool{}
 	for _, w := range workloads {
 		key := w.Namespace + "/" + w.Name
@@ -112,7 +118,7 @@ func Load(ctx context.Context, v *view.View, workloads []*spec.Workload) (*Snaps
 				if cs.ResourceClaimName == nil {
 					continue
 				}
-				c, err := v.Get(ctx, view.ResourceClaims, w.Namespace, *cs.ResourceClaimName)
+				c, err := v.Get(ctx, view.WorkloadClaims, w.Namespace, *cs.ResourceClaimName)
 				if err != nil {
 					return nil, fmt.Errorf("read the claims of %s: %w", key, err)
 				}

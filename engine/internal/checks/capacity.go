@@ -18,7 +18,7 @@ func (c *checker) capacity() {
 		}
 	}
 	for _, w := range c.stack.Workloads {
-		want := int64(chargedReplicas(w)) - c.facts.Running[w.Namespace+"/"+w.Name].Pods
+		want := c.facts.wanted(w)
 		nodes, known := free[w.Package]
 		if !known || want <= 0 {
 			continue

@@ -82,15 +82,24 @@ type Usage struct {
 
 var deviceClasses = view.ManagedKind("resource.k8s.io", "DeviceClass")
 
-// Reads are the resources Gather reads.
+// Reads are the cluster-wide resources Gather reads: what the node
+// plugins publish, and the packages. (Free slices also need every claim's
+// allocation, read only when a workload wants pods it does not run.)
 func Reads() []view.Resource {
-	return []view.Resource{view.ResourceSlices, view.ResourceClaims, deviceClasses, view.ResourceQuotas, view.LimitRanges, view.Pods}
+	return []view.Resource{view.ResourceSlices, deviceClasses}
+}
+
+// NamespaceReads are the resources Gather reads in each workload's
+// namespace.
+func NamespaceReads() []view.Resource {
+	return []view.Resource{view.ResourceQuotas, view.LimitRanges, view.Pods}
 }
 
 // Gather reads the facts the checks need for the stack's workloads from
-// the engine's view: the published slices and their allocations, the
-// packages, and the quotas, limit ranges and workload pods of the
-// workloads' namespaces.
+// the engine's view: the published slices, the packages, and the quotas,
+// limit ranges and workload pods of the workloads' namespaces; and, when a
+// workload wants more pods than it runs, the slices allocated, to count
+// the free ones.
 func Gather(ctx context.Context, v *view.View, s *spec.Stack) (*Facts, error) {
 	f := &Facts{ComputeCapability: map[string]string{}, Packages: map[string]*Package{}, Quotas: map[string][]Quota{},
 		LimitRanges: map[string]bool{}, Running: map[string]Usage{}, Published: map[string]map[string]int{}, PublishedMIG: map[string]map[string]int{},
@@ -98,8 +107,12 @@ func Gather(ctx context.Context, v *view.View, s *spec.Stack) (*Facts, error) {
 	if len(s.Workloads) == 0 && !s.HasPublishedKindPackages() {
 		return f, nil
 	}
-	v.Warm(Reads()...)
-	snap, err := capacity.Load(ctx, v)
+	var namespaces []string
+	for _, w := range s.Workloads {
+		namespaces = append(namespaces, w.Namespace)
+	}
+	v.WarmIn(namespaces, append(Reads(), NamespaceReads()...)...)
+	snap, err := capacity.Published(ctx, v)
 	if err != nil {
 		return nil, err
 	}
@@ -138,23 +151,39 @@ func Gather(ctx context.Context, v *view.View, s *spec.Stack) (*Facts, error) {
 			f.Packages[p.Name] = p
 		}
 	}
-	// Free slices of every package the workloads use, honouring the GPUs'
-	// shared counters.
+	if err := f.read(ctx, v, namespaces); err != nil {
+		return nil, err
+	}
+	// Free slices of the packages of the workloads that want more pods
+	// than they run, honouring the GPUs' shared counters. The others need
+	// none, so a plan of running workloads reads no claim.
 	f.FreeSlices, f.FreeByNode = map[string]int64{}, map[string]map[string]int64{}
+	var short []*Package
 	for _, w := range s.Workloads {
-		if p := packageOf(s, f, w.Package); p != nil {
-			counts := snap.Package(p)
-			f.FreeSlices[p.Name], f.FreeByNode[p.Name] = counts.Free, map[string]int64{}
-			for _, n := range counts.Nodes {
-				f.FreeByNode[p.Name][n.Node] = n.Free
-			}
+		if p := packageOf(s, f, w.Package); p != nil && f.wanted(w) > 0 {
+			short = append(short, p)
 		}
 	}
-	var namespaces []string
-	for _, w := range s.Workloads {
-		namespaces = append(namespaces, w.Namespace)
+	if len(short) == 0 {
+		return f, nil
 	}
-	return f, f.read(ctx, v, namespaces)
+	if err := snap.ReadAllocations(ctx, v); err != nil {
+		return nil, err
+	}
+	for _, p := range short {
+		counts := snap.Package(p)
+		f.FreeSlices[p.Name], f.FreeByNode[p.Name] = counts.Free, map[string]int64{}
+		for _, n := range counts.Nodes {
+			f.FreeByNode[p.Name][n.Node] = n.Free
+		}
+	}
+	return f, nil
+}
+
+// wanted is how many pods a workload wants beyond those it runs now (whose
+// slices it holds already).
+func (f *Facts) wanted(w *spec.Workload) int64 {
+	return int64(chargedReplicas(w)) - f.Running[w.Namespace+"/"+w.Name].Pods
 }
 
 // read takes the quotas, limit ranges and workload pods of the namespaces.
@@ -163,7 +192,11 @@ func (f *Facts) read(ctx context.Context, v *view.View, namespaces []string) err
 	if err != nil {
 		return fmt.Errorf("list ResourceQuotas: %w", err)
 	}
-	for _, q := range view.Typed[corev1.ResourceQuota](quotas) {
+	typed, err := view.AllAs[corev1.ResourceQuota](quotas)
+	if err != nil {
+		return err
+	}
+	for _, q := range typed {
 		f.Quotas[q.Namespace] = append(f.Quotas[q.Namespace], Quota{Name: q.Name, Hard: q.Spec.Hard, Used: q.Status.Used})
 	}
 	for _, qs := range f.Quotas {

@@ -51,7 +51,8 @@ func quantity(live resource.Quantity, prior string) string {
 	return live.String()
 }
 
-// PlatformReads are the resources Platform reads.
+// PlatformReads are the resources Platform reads, in the platform's
+// namespace.
 func PlatformReads() []view.Resource {
 	return []view.Resource{view.ManagedKind("", "ConfigMap"), view.ManagedKind("apps", "DaemonSet")}
 }
@@ -60,7 +61,7 @@ func PlatformReads() []view.Resource {
 // is not applied. prior, when known, says whether the configuration lists
 // the node plugin's tolerations or leaves them to the chart's default.
 func Platform(ctx context.Context, v *view.View, ns string, prior *spec.Platform) (*spec.Platform, error) {
-	v.Warm(PlatformReads()...)
+	v.WarmIn([]string{ns}, PlatformReads()...)
 	cm, err := get[corev1.ConfigMap](ctx, v, "", "ConfigMap", ns, render.PlatformConfigMap)
 	if cm == nil || err != nil {
 		return nil, err
@@ -116,7 +117,7 @@ func Package(ctx context.Context, v *view.View, name string) (*spec.Package, err
 
 const deviceQuotaSuffix = ".deviceclass.resource.k8s.io/devices"
 
-// QuotaReads are the resources Quota reads.
+// QuotaReads are the resources Quota reads, in the quota's namespace.
 func QuotaReads() []view.Resource {
 	return []view.Resource{view.ManagedKind("", "ResourceQuota"), view.ManagedKind("rbac.authorization.k8s.io", "RoleBinding")}
 }
@@ -125,7 +126,7 @@ func QuotaReads() []view.Resource {
 // nil when it is not applied. Slices of 0 are read back only where prior
 // lists them: every package the quota does not grant is 0.
 func Quota(ctx context.Context, v *view.View, ns string, prior *spec.Quota) (*spec.Quota, error) {
-	v.Warm(QuotaReads()...)
+	v.WarmIn([]string{ns}, QuotaReads()...)
 	rq, err := get[corev1.ResourceQuota](ctx, v, "", "ResourceQuota", ns, render.QuotaName)
 	if rq == nil || err != nil {
 		return nil, err

@@ -17,7 +17,8 @@ import (
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
 
-// WorkloadReads are the resources Workload reads.
+// WorkloadReads are the resources Workload reads, in the workload's
+// namespace.
 func WorkloadReads() []view.Resource {
 	return []view.Resource{view.ManagedKind("apps", "Deployment"), view.ManagedKind("apps", "StatefulSet"), view.ManagedKind("batch", "Job"),
 		view.ManagedKind("", "PersistentVolumeClaim"), view.ManagedKind("", "Service"), view.ManagedKind("autoscaling", "HorizontalPodAutoscaler")}
@@ -28,7 +29,7 @@ func WorkloadReads() []view.Resource {
 // applied. wait_for and timeout, which only apply uses, and the model
 // block come from prior (else their defaults).
 func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Workload) (*spec.Workload, error) {
-	v.Warm(WorkloadReads()...)
+	v.WarmIn([]string{ns}, WorkloadReads()...)
 	if prior == nil {
 		prior = &spec.Workload{WaitFor: spec.WaitReady, Timeout: "10m"}
 	}

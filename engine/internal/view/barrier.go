@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -67,16 +68,34 @@ func (v *View) settle(ctx context.Context, e *entry) error {
 	return nil
 }
 
-// applies says whether a write can show in e: its namespace, and (unless a
-// deletion, which must vanish from any scope) its labels.
+// applies says whether a write can show in e: its namespace, its name
+// where e selects by name, and (unless a deletion, which must vanish from
+// any scope) its labels.
 func applies(e *entry, w kube.Write) bool {
-	if e.key.res.Fields != "" {
-		return false // the engine writes none of the field-selected resources
-	}
 	if e.key.namespace != "" && e.key.namespace != w.Namespace {
 		return false
 	}
+	if f := e.key.res.Fields; f != "" && !metadataMatches(f, w) {
+		return false
+	}
 	return w.Deleted || e.selector.Matches(labels.Set(w.Labels))
+}
+
+// metadataMatches says whether a write falls within a field selector of
+// metadata.name and metadata.namespace; false for a selector of any other
+// field (the engine writes none of the resources it selects so: slices,
+// events).
+func metadataMatches(selector string, w kube.Write) bool {
+	sel, err := fields.ParseSelector(selector)
+	if err != nil {
+		return false
+	}
+	for _, r := range sel.Requirements() {
+		if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
+			return false
+		}
+	}
+	return sel.Matches(fields.Set{"metadata.name": w.Name, "metadata.namespace": w.Namespace})
 }
 
 func wait(ctx context.Context, e *entry, w kube.Write) error {

@@ -24,10 +24,11 @@ type part struct {
 }
 
 // covering returns the informers that hold res in namespaces (everywhere
-// when none): one cluster-wide, else — without the right to read it
-// cluster-wide, or for a PerNamespace resource — one per namespace.
+// when none): one per namespace for a per-namespace resource; else one
+// cluster-wide, or — without the right to read it cluster-wide — one per
+// namespace.
 func (v *View) covering(ctx context.Context, res Resource, namespaces []string) ([]part, error) {
-	if res.Namespaced && res.PerNamespace {
+	if res.perNamespace() {
 		if len(namespaces) == 0 {
 			return nil, fmt.Errorf("read %s: no namespace named; this is a bug in gpuslice", res)
 		}
@@ -159,6 +160,9 @@ func (v *View) Live(ctx context.Context, ref objects.Ref) (*unstructured.Unstruc
 		return nil, err
 	}
 	res := Managed(kind)
+	if kind.Release {
+		res = NamespaceNamed(ref.Name) // holds it, labelled or not
+	}
 	obj, err := v.Get(ctx, res, ref.Namespace, ref.Name)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", ref, err)
@@ -167,7 +171,7 @@ func (v *View) Live(ctx context.Context, ref objects.Ref) (*unstructured.Unstruc
 		return unstructuredCopy(obj, res)
 	}
 	if kind.Release {
-		return nil, nil // the view holds every one of them
+		return nil, nil
 	}
 	u, err := v.Fetch(ctx, res, ref.Namespace, ref.Name)
 	if err != nil {

@@ -19,8 +19,11 @@
 //     lists it as of now; out-of-band changes arrive by watch afterwards,
 //     within the watch's latency. Reset starts over, as a new process would.
 //
-// Without the right to read a resource cluster-wide, the view falls back to
-// one informer per namespace read.
+// A namespaced kind is read one namespace at a time, in the namespaces a
+// run names (WarmIn, or its first read there), so a run's cost does not
+// grow with other tenants' objects; only a resource marked ClusterWide,
+// which a check needs from every namespace, is read across them all — and
+// without the right to, per namespace read.
 //
 // The kinds client-go's scheme knows (all but custom resources) are listed
 // and watched as protobuf and kept as their client-go type: decoding them
@@ -32,6 +35,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -235,32 +239,76 @@ func (e *entry) what() string {
 
 var errClosed = errors.New("the engine was closed; create a new one")
 
-// Warm starts the informers of resources (cluster-wide) without waiting, so
-// a reader that needs several syncs them together.
-func (v *View) Warm(resources ...Resource) {
+// Warm starts, without waiting, the informers of the resources read
+// cluster-wide (cluster-scoped and ClusterWide ones), so a reader that needs
+// several syncs them together. Per-namespace resources need their
+// namespaces: WarmIn.
+func (v *View) Warm(resources ...Resource) { v.WarmIn(nil, resources...) }
+
+// WarmIn is Warm, and starts the per-namespace resources' informers in
+// each of namespaces.
+func (v *View) WarmIn(namespaces []string, resources ...Resource) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.closed {
 		return
 	}
 	for _, res := range resources {
-		if res.PerNamespace {
+		if !res.perNamespace() {
+			v.startLocked(entryKey{res: res})
 			continue
 		}
-		k := entryKey{res: res}
-		if v.entries[k] == nil {
-			v.entries[k] = v.start(k)
+		for _, ns := range namespaces {
+			if ns != "" {
+				v.startLocked(entryKey{res: res, namespace: ns})
+			}
 		}
 	}
 }
 
-// WarmKinds warms the Managed resources of kinds.
+// startLocked starts k's informer unless one runs; v.mu is held.
+func (v *View) startLocked(k entryKey) {
+	if v.entries[k] == nil {
+		v.entries[k] = v.start(k)
+	}
+}
+
+// WarmKinds warms the Managed resources of kinds read cluster-wide (what
+// is read per namespace starts with its namespace, WarmIn; namespaces,
+// read by name, at their first read).
 func (v *View) WarmKinds(kinds ...objects.Kind) {
 	res := make([]Resource, 0, len(kinds))
 	for _, k := range kinds {
-		res = append(res, Managed(k))
+		if !k.Release {
+			res = append(res, Managed(k))
+		}
 	}
 	v.Warm(res...)
+}
+
+// Informer is one informer the view runs: a resource, in a namespace or
+// ("") in all of them.
+type Informer struct {
+	Resource  Resource
+	Namespace string
+}
+
+// Informers lists the informers the view runs, ordered: what a run reads.
+func (v *View) Informers() []Informer {
+	v.mu.Lock()
+	out := make([]Informer, 0, len(v.entries))
+	for k := range v.entries {
+		out = append(out, Informer{Resource: k.res, Namespace: k.namespace})
+	}
+	v.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Resource.String() != b.Resource.String() {
+			return a.Resource.String() < b.Resource.String()
+		}
+		return a.Namespace < b.Namespace
+	})
+	return out
 }
 
 // entry returns the synced informer of res in namespace ("" for all),

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -158,36 +159,125 @@ func TestOthersChangesArriveByWatch(t *testing.T) {
 	}
 }
 
-// Without the right to list a resource cluster-wide, the view reads the
-// namespaces asked for one by one; an error of another kind is returned
-// and the next read tries again.
+// Without the right to list a cluster-wide resource in every namespace,
+// the view reads the namespaces asked for one by one; an error of another
+// kind is returned and the next read tries again.
 func TestForbiddenClusterWideFallsBackToNamespaces(t *testing.T) {
 	ctx := context.Background()
-	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "gpuslice", Namespace: "team-a"}}
-	v, client := viewtest.New(t, quota)
+	claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "team-a"}}
+	v, client := viewtest.New(t, claim)
 	failures := 0
-	client.PrependReactor("list", "resourcequotas", func(a clienttesting.Action) (bool, runtime.Object, error) {
+	client.PrependReactor("list", "resourceclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		switch {
 		case a.GetNamespace() == "" && failures == 0:
 			failures++
 			return true, nil, errors.New("connection refused")
 		case a.GetNamespace() == "":
-			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "resourcequotas"}, "", errors.New("RBAC"))
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "resourceclaims"}, "", errors.New("RBAC"))
 		}
 		return false, nil, nil
 	})
-	if _, err := v.List(ctx, view.ResourceQuotas, "team-a"); err == nil || apierrors.IsForbidden(err) {
+	if _, err := v.List(ctx, view.ResourceClaims, "team-a"); err == nil || apierrors.IsForbidden(err) {
 		t.Fatalf("first read: %v, want the connection error", err)
 	}
-	objs, err := v.List(ctx, view.ResourceQuotas, "team-a")
+	objs, err := v.List(ctx, view.ResourceClaims, "team-a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if qs := view.Typed[corev1.ResourceQuota](objs); len(qs) != 1 || qs[0].Name != "gpuslice" {
-		t.Fatalf("quotas of team-a: %v", objs)
+	if cs := view.Typed[resourcev1.ResourceClaim](objs); len(cs) != 1 || cs[0].Name != "c" {
+		t.Fatalf("claims of team-a: %v", objs)
 	}
-	if _, err := v.List(ctx, view.ResourceQuotas); !apierrors.IsForbidden(err) {
+	if _, err := v.List(ctx, view.ResourceClaims); !apierrors.IsForbidden(err) {
 		t.Fatalf("cluster-wide read without namespaces: %v, want forbidden", err)
+	}
+}
+
+// A namespaced kind is listed and watched only in the namespaces read or
+// warmed, never across the cluster: other tenants' objects cost a run
+// nothing. A read naming no namespace is refused as the bug it is.
+func TestNamespacedKindsAreReadPerNamespace(t *testing.T) {
+	ctx := context.Background()
+	quota := func(ns string) *corev1.ResourceQuota {
+		return &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: ns}}
+	}
+	v, client := viewtest.New(t, quota("team-a"), quota("team-b"), quota("other"),
+		deployment("ollama", "10", 1))
+	v.WarmIn([]string{"team-b"}, view.ResourceQuotas, deployments)
+	objs, err := v.List(ctx, view.ResourceQuotas, "team-a", "team-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 2 {
+		t.Errorf("quotas of team-a and team-b: %d, want 2", len(objs))
+	}
+	if obj, err := v.Get(ctx, deployments, "team-a", "ollama"); err != nil || obj == nil {
+		t.Fatalf("deployment team-a/ollama: %v %v", obj, err)
+	}
+	if _, err := v.List(ctx, view.ResourceQuotas); err == nil {
+		t.Error("a read of quotas in no namespace was served; want it refused")
+	}
+	read := map[string]bool{}
+	for _, a := range client.Actions() {
+		if a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			continue
+		}
+		if a.GetNamespace() == "" {
+			t.Errorf("%s %s across the cluster", a.GetVerb(), a.GetResource().Resource)
+		}
+		read[a.GetResource().Resource+" in "+a.GetNamespace()] = true
+	}
+	for _, want := range []string{"resourcequotas in team-a", "resourcequotas in team-b", "deployments in team-a", "deployments in team-b"} {
+		if !read[want] {
+			t.Errorf("never read %s; read %v", want, read)
+		}
+	}
+	if read["resourcequotas in other"] {
+		t.Error("read the quotas of a namespace no one asked for")
+	}
+	if n := len(v.Informers()); n != 4 {
+		t.Errorf("%d informers, want 4: %v", n, v.Informers())
+	}
+}
+
+// A namespace is read by name, and a write to it is a barrier for that
+// read like any other.
+func TestNamespaceByNameReadsYourWrites(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", ResourceVersion: "10"}}
+	v, client := viewtest.New(t, ns, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b", ResourceVersion: "11"}})
+	w := watch.NewRaceFreeFake()
+	client.PrependWatchReactor("namespaces", func(clienttesting.Action) (bool, watch.Interface, error) { return true, w, nil })
+	ref := objects.Ref{Kind: "Namespace", Name: "team-a"}
+	if u, err := v.Live(ctx, ref); err != nil || u == nil || len(u.GetLabels()) != 0 {
+		t.Fatalf("first read of namespace team-a: %v %v", u, err)
+	}
+	labels := map[string]string{"gpuslice.dev/tenant": "true"}
+	v.Observe(kube.Write{Resource: schema.GroupResource{Resource: "namespaces"}, Name: "team-a", ResourceVersion: "12", Labels: labels})
+	got := make(chan map[string]string, 1)
+	go func() {
+		u, err := v.Live(ctx, ref)
+		if err != nil || u == nil {
+			t.Errorf("read after the write: %v %v", u, err)
+			got <- nil
+			return
+		}
+		got <- u.GetLabels()
+	}()
+	select {
+	case l := <-got:
+		t.Fatalf("read returned labels %v before the informer saw the write", l)
+	case <-time.After(200 * time.Millisecond):
+	}
+	labelled := ns.DeepCopy()
+	labelled.ResourceVersion, labelled.Labels = "12", labels
+	w.Modify(viewtest.Unstructured(t, labelled))
+	if l := <-got; l["gpuslice.dev/tenant"] != "true" {
+		t.Fatalf("read after the write shows labels %v", l)
+	}
+	for _, a := range client.Actions() {
+		if l, ok := a.(clienttesting.ListAction); ok && l.GetListRestrictions().Fields.String() != "metadata.name=team-a" {
+			t.Errorf("namespaces listed with fields %q, want only team-a by name", l.GetListRestrictions().Fields)
+		}
 	}
 }
 
