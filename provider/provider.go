@@ -29,8 +29,9 @@ import (
 	"github.com/gpuslice/gpuslice/schemas/tables"
 )
 
-// logRequests writes the API requests this run has sent so far to the
-// debug log (TF_LOG=DEBUG): a plan's reads do not grow with its resources.
+// logRequests writes the API requests this run has sent so far, and the
+// process's peak memory, to the debug log (TF_LOG=DEBUG): a plan's reads
+// do not grow with its resources, nor with other tenants' objects.
 func (d *clusterData) logRequests(ctx context.Context, after string) {
 	if d == nil || d.engine == nil {
 		return
@@ -39,6 +40,7 @@ func (d *clusterData) logRequests(ctx context.Context, after string) {
 	tflog.Debug(ctx, "gpuslice API requests", map[string]any{
 		"run": d.run, "after": after, "informers": d.engine.Informers(),
 		"list": c.List, "watch": c.Watch, "get": c.Get, "create": c.Create, "update": c.Update, "patch": c.Patch, "delete": c.Delete,
+		"peak_rss_bytes": peakRSS(),
 	})
 }
 

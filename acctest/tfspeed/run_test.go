@@ -58,7 +58,12 @@ func prepare(b *testing.B) tools {
 // took is how long a command ran: wall-clock time, and the CPU time of the
 // command and of the children it waited for (tofu waits for its provider).
 // The CPU time is the figure to compare on a shared, noisy machine.
-type took struct{ wall, cpu time.Duration }
+// rss is the peak resident memory of the largest of them (the kernel
+// reports the maximum over a process and the children it waited for).
+type took struct {
+	wall, cpu time.Duration
+	rss       int64
+}
 
 // run runs a command in dir, returning how long it took; exit codes other
 // than those allowed fail the benchmark with the output.
@@ -81,7 +86,11 @@ func run(b *testing.B, dir string, env []string, allowed []int, name string, arg
 	}
 	for _, a := range allowed {
 		if a == code {
-			return took{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
+			t := took{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
+			if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+				t.rss = ru.Maxrss << 10 // KiB on Linux
+			}
+			return t
 		}
 	}
 	b.Fatalf("%s %s: exit %d\n%s", filepath.Base(name), strings.Join(args, " "), code, tail(string(out), 60))
