@@ -27,13 +27,15 @@ import (
 
 // BenchmarkTenantNoise measures whether a plan's cost grows with other
 // tenants' objects: `tofu plan` and `gpuslice plan` of 200 workloads (no
-// changes), on one control plane, first with nothing else in it, then
-// with 10,000 pods and 5,000 ResourceClaims in 50 other namespaces
-// (created directly: no kubelet runs them, no scheduler takes them). Half
-// of those carry gpuslice's labels, as another stack's workloads would,
-// so a read scoped by label alone would still see them. Time, CPU time and
-// peak memory: of the provider (its debug log) and of the CLI. The target
-// (issue 29): within 1.2× of each other.
+// changes) on two control planes holding the same two stacks, one with
+// nothing else in it, the other also with 10,000 pods and 5,000
+// ResourceClaims in 50 other namespaces (created directly: no kubelet runs
+// them, no scheduler takes them). Half of those carry gpuslice's labels,
+// as another stack's workloads would, so a read scoped by label alone
+// would still see them. The plans run in turns on both, so that the
+// machine's drift falls on both alike. Time, CPU time and peak memory: of
+// the provider (its debug log) and of the CLI. The target (issue 29):
+// within 1.2× of each other.
 //
 //	go test -run '^$' -bench TenantNoise -benchtime 1x -timeout 1h ./acctest/tfspeed/
 func BenchmarkTenantNoise(b *testing.B) {
@@ -41,38 +43,73 @@ func BenchmarkTenantNoise(b *testing.B) {
 	tools := prepare(b)
 	var empty, busy noiseRow
 	for b.Loop() {
-		c := startCluster(b)
-		tfDir, cliDir := b.TempDir(), b.TempDir()
-		if err := configuration(tfDir, "tf", c.KubeconfigPath, workloads, "4096"); err != nil {
-			b.Fatal(err)
-		}
-		if err := configuration(cliDir, "cli", c.KubeconfigPath, workloads, "4096"); err != nil {
-			b.Fatal(err)
-		}
-		env := tools.tofuEnv()
-		run(b, tfDir, env, []int{0}, tools.tofu, "init", "-input=false", "-no-color")
-		run(b, tfDir, env, []int{0}, tools.tofu, "apply", "-auto-approve", "-input=false", "-no-color")
-		run(b, cliDir, nil, []int{0}, tools.gpuslice, "apply", "-auto-approve", "--kubeconfig", c.KubeconfigPath)
-		// A quota holds every package of the cluster (0 where it grants
-		// none): the first stack's quotas take in the second's packages.
-		run(b, tfDir, env, []int{0}, tools.tofu, "apply", "-auto-approve", "-input=false", "-no-color")
-		settle(b, c)
-		empty = measureNoise(b, tools, c, tfDir, cliDir)
-
+		quiet, crowded := newStacks(b, tools, workloads), newStacks(b, tools, workloads)
 		start := time.Now()
-		addTenants(b, c, namespaces, pods, claims)
+		addTenants(b, crowded.c, namespaces, pods, claims)
 		b.Logf("%d pods and %d claims of other tenants created in %s", pods, claims, time.Since(start).Round(time.Second))
-		settle(b, c)
-		busy = measureNoise(b, tools, c, tfDir, cliDir)
-		c.Stop()
+		settle(b, quiet.c)
+		settle(b, crowded.c)
+		var plans [2]struct{ tofu, cli []took }
+		for range noisePlans {
+			for i, s := range []stacks{quiet, crowded} {
+				plans[i].tofu = append(plans[i].tofu, s.tofuPlan(b, tools.tofuEnv()))
+			}
+			for i, s := range []stacks{quiet, crowded} {
+				plans[i].cli = append(plans[i].cli, s.cliPlan(b))
+			}
+		}
+		empty = quiet.measure(b, plans[0].tofu, plans[0].cli)
+		busy = crowded.measure(b, plans[1].tofu, plans[1].cli)
+		quiet.c.Stop()
+		crowded.c.Stop()
 	}
 	fmt.Print(noiseTable(workloads, pods, claims, namespaces, empty, busy))
 	b.ReportMetric(busy.tofu.wall.Seconds()/empty.tofu.wall.Seconds(), "tofu-plan-ratio")
 	b.ReportMetric(busy.cli.wall.Seconds()/empty.cli.wall.Seconds(), "gpuslice-plan-ratio")
 }
 
-// noiseRow is one cluster's figures: the medians of the no-change plans,
-// the provider's peak memory and reads in one more, logged.
+// noisePlans is how many no-change plans of each kind run on each control
+// plane; the median counts.
+const noisePlans = 7
+
+// stacks are two stacks of the same size on a control plane of their
+// own: one applied with tofu, one with the CLI.
+type stacks struct {
+	t             tools
+	c             *cluster.Cluster
+	tfDir, cliDir string
+}
+
+func newStacks(b *testing.B, t tools, workloads int) stacks {
+	b.Helper()
+	s := stacks{t: t, c: startCluster(b), tfDir: b.TempDir(), cliDir: b.TempDir()}
+	b.Cleanup(s.c.Stop)
+	if err := configuration(s.tfDir, "tf", s.c.KubeconfigPath, workloads, "4096"); err != nil {
+		b.Fatal(err)
+	}
+	if err := configuration(s.cliDir, "cli", s.c.KubeconfigPath, workloads, "4096"); err != nil {
+		b.Fatal(err)
+	}
+	env := t.tofuEnv()
+	run(b, s.tfDir, env, []int{0}, t.tofu, "init", "-input=false", "-no-color")
+	run(b, s.tfDir, env, []int{0}, t.tofu, "apply", "-auto-approve", "-input=false", "-no-color")
+	run(b, s.cliDir, nil, []int{0}, t.gpuslice, "apply", "-auto-approve", "--kubeconfig", s.c.KubeconfigPath)
+	// A quota holds every package of the cluster (0 where it grants
+	// none): the first stack's quotas take in the second's packages.
+	run(b, s.tfDir, env, []int{0}, t.tofu, "apply", "-auto-approve", "-input=false", "-no-color")
+	return s
+}
+
+func (s stacks) tofuPlan(b *testing.B, env []string) took {
+	return run(b, s.tfDir, env, []int{0}, s.t.tofu, "plan", "-detailed-exitcode", "-input=false", "-no-color")
+}
+
+func (s stacks) cliPlan(b *testing.B) took {
+	return run(b, s.cliDir, nil, []int{0}, s.t.gpuslice, "plan", "-detailed-exitcode", "--kubeconfig", s.c.KubeconfigPath)
+}
+
+// noiseRow is one control plane's figures: the medians of the no-change
+// plans, the provider's peak memory and reads in one more, logged.
 type noiseRow struct {
 	tofu, cli      took
 	providerRSS    int64
@@ -80,16 +117,10 @@ type noiseRow struct {
 	cliServerReads counts
 }
 
-// measureNoise times plans of tofu and of the CLI in turns, so that the
-// machine's noise falls on both alike.
-func measureNoise(b *testing.B, t tools, c *cluster.Cluster, tfDir, cliDir string) noiseRow {
+// measure takes the medians of the plans timed, and runs one more of each
+// for what the provider logs and the API server counts.
+func (s stacks) measure(b *testing.B, tofu, cli []took) noiseRow {
 	b.Helper()
-	env := t.tofuEnv()
-	var tofu, cli []took
-	for range plans {
-		tofu = append(tofu, run(b, tfDir, env, []int{0}, t.tofu, "plan", "-detailed-exitcode", "-input=false", "-no-color"))
-		cli = append(cli, run(b, cliDir, nil, []int{0}, t.gpuslice, "plan", "-detailed-exitcode", "--kubeconfig", c.KubeconfigPath))
-	}
 	r := noiseRow{tofu: median(tofu), cli: median(cli)}
 	for _, ts := range [][]took{tofu, cli} {
 		for _, x := range ts {
@@ -99,14 +130,13 @@ func measureNoise(b *testing.B, t tools, c *cluster.Cluster, tfDir, cliDir strin
 		}
 	}
 	r.tofu.rss, r.cli.rss = maxRSS(tofu), maxRSS(cli)
-	logFile := filepath.Join(tfDir, "noise.log")
-	mark := logSize(logFile)
-	run(b, tfDir, loggedEnv(env, logFile), []int{0}, t.tofu, "plan", "-detailed-exitcode", "-input=false", "-no-color")
-	r.providerReads = providerCounts(b, logFile, mark)
-	r.providerRSS = providerPeakRSS(b, logFile, mark)
-	before := serverCounts(b, c)
-	run(b, cliDir, nil, []int{0}, t.gpuslice, "plan", "-detailed-exitcode", "--kubeconfig", c.KubeconfigPath)
-	r.cliServerReads = serverCounts(b, c).sub(before).readsOnly()
+	logFile := filepath.Join(s.tfDir, "noise.log")
+	s.tofuPlan(b, loggedEnv(s.t.tofuEnv(), logFile))
+	r.providerReads = providerCounts(b, logFile, 0)
+	r.providerRSS = providerPeakRSS(b, logFile, 0)
+	before := serverCounts(b, s.c)
+	s.cliPlan(b)
+	r.cliServerReads = serverCounts(b, s.c).sub(before).readsOnly()
 	return r
 }
 
@@ -263,8 +293,8 @@ func mib(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }
 
 func noiseTable(workloads, pods, claims, namespaces int, empty, busy noiseRow) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nNo-change plans of %d workloads (median of %d, tofu and the CLI in turns), in a cluster without other tenants and with %d pods and %d ResourceClaims in %d other namespaces:\n\n",
-		workloads, plans, pods, claims, namespaces)
+	fmt.Fprintf(&b, "\nNo-change plans of %d workloads (median of %d, in turns on both control planes), in a cluster without other tenants and in one with %d pods and %d ResourceClaims in %d other namespaces:\n\n",
+		workloads, noisePlans, pods, claims, namespaces)
 	b.WriteString("| cluster | `tofu plan` | CPU | tofu's peak memory | provider's peak memory | provider's reads | `gpuslice plan` | CPU | peak memory | API server's reads of it |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range []struct {
