@@ -165,7 +165,10 @@ func fleet(b *testing.B, n int) []result {
 		if err := schedule(ctx, client, fmt.Sprintf("fleet-mode-%d", i), m, n, &r); err != nil {
 			b.Fatal(err)
 		}
-		b.Logf("%d nodes, %s: %.1f pods/s, p50 %s, p99 %s", n, m.name, r.podsPerSecond, r.p50, r.p99)
+		// Printed as it comes (a benchmark's log shows only at its end): a
+		// run of hours cut short keeps what it measured.
+		fmt.Printf("measured: %d nodes, %s: %.1f pods/s, p50 %s, p99 %s, %d/%d scheduled, %d slice bytes/node, publish %s\n",
+			n, m.name, r.podsPerSecond, r.p50, r.p99, r.scheduled, r.measured, r.sliceBytesPerNode, r.publish.Round(100*time.Millisecond))
 		out = append(out, r)
 	}
 	return out
