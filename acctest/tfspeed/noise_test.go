@@ -1,11 +1,9 @@
 package tfspeed
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -158,34 +156,20 @@ var rssField = regexp.MustCompile(`\bpeak_rss_bytes="?([0-9.e+]+)`)
 // runs logged after offset reported.
 func providerPeakRSS(b *testing.B, path string, offset int64) int64 {
 	b.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatalf("the provider's debug log: %v", err)
-	}
-	defer f.Close()
-	if _, err := f.Seek(offset, 0); err != nil {
-		b.Fatal(err)
-	}
 	var peak int64
 	var sample string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !requestsLine.MatchString(line) {
-			continue
-		}
+	requestLines(b, path, offset, func(line string) {
 		sample = line
 		m := rssField.FindStringSubmatch(line)
 		if m == nil {
-			continue
+			return
 		}
 		n, err := strconv.ParseFloat(m[1], 64)
 		if err != nil {
 			b.Fatalf("the provider's peak memory %q: %v", m[1], err)
 		}
 		peak = max(peak, int64(n))
-	}
+	})
 	if peak == 0 {
 		b.Fatalf("no peak memory in the provider's debug log %s; its request counts read: %s", path, sample)
 	}

@@ -389,25 +389,11 @@ var (
 // last counts each logged (they are cumulative per run).
 func providerCounts(b *testing.B, path string, offset int64) counts {
 	b.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatalf("the provider's debug log: %v", err)
-	}
-	defer f.Close()
-	if _, err := f.Seek(offset, 0); err != nil {
-		b.Fatal(err)
-	}
 	last := map[string]counts{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !requestsLine.MatchString(line) {
-			continue
-		}
+	requestLines(b, path, offset, func(line string) {
 		run := runField.FindStringSubmatch(line)
 		if run == nil {
-			continue
+			return
 		}
 		var c counts
 		for _, m := range verbField.FindAllStringSubmatch(line, -1) {
@@ -417,7 +403,7 @@ func providerCounts(b *testing.B, path string, offset int64) counts {
 		if c.total() >= last[run[1]].total() {
 			last[run[1]] = c
 		}
-	}
+	})
 	if len(last) == 0 {
 		b.Fatalf("no request counts in the provider's debug log %s", path)
 	}
@@ -426,6 +412,27 @@ func providerCounts(b *testing.B, path string, offset int64) counts {
 		sum = sum.add2(c)
 	}
 	return sum
+}
+
+// requestLines calls f with each "gpuslice API requests" line of the
+// provider's debug log after offset.
+func requestLines(b *testing.B, path string, offset int64, f func(line string)) {
+	b.Helper()
+	file, err := os.Open(path)
+	if err != nil {
+		b.Fatalf("the provider's debug log: %v", err)
+	}
+	defer file.Close()
+	if _, err := file.Seek(offset, 0); err != nil {
+		b.Fatal(err)
+	}
+	sc := bufio.NewScanner(file)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if line := sc.Text(); requestsLine.MatchString(line) {
+			f(line)
+		}
+	}
 }
 
 func (c counts) add2(o counts) counts {
