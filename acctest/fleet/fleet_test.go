@@ -136,7 +136,7 @@ func fleet(b *testing.B, n int) []result {
 	if _, err := simnode.Published(ctx, client, nodes, start, 10*time.Minute); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("%d nodes registered with their counter sets in %s", n, time.Since(start).Round(time.Millisecond))
+	fmt.Printf("fleet: %d nodes registered with their counter sets in %s\n", n, time.Since(start).Round(time.Millisecond))
 	if err := untaint(ctx, client); err != nil {
 		b.Fatal(err)
 	}
@@ -144,6 +144,7 @@ func fleet(b *testing.B, n int) []result {
 	var out []result
 	for i, m := range modes {
 		r := result{nodes: n, mode: m.name}
+		began := time.Now()
 		// from nothing published, as a fresh plugin on every node
 		for _, nd := range nodes {
 			nd.Publish(publish.Options{})
@@ -167,8 +168,8 @@ func fleet(b *testing.B, n int) []result {
 		}
 		// Printed as it comes (a benchmark's log shows only at its end): a
 		// run of hours cut short keeps what it measured.
-		fmt.Printf("measured: %d nodes, %s: %.1f pods/s, p50 %s, p99 %s, %d/%d scheduled, %d slice bytes/node, publish %s\n",
-			n, m.name, r.podsPerSecond, r.p50, r.p99, r.scheduled, r.measured, r.sliceBytesPerNode, r.publish.Round(100*time.Millisecond))
+		fmt.Printf("measured: %d nodes, %s: %.1f pods/s, p50 %s, p99 %s, %d/%d scheduled, %d slice bytes/node, publish %s (the mode took %s)\n",
+			n, m.name, r.podsPerSecond, r.p50, r.p99, r.scheduled, r.measured, r.sliceBytesPerNode, r.publish.Round(100*time.Millisecond), time.Since(began).Round(time.Second))
 		out = append(out, r)
 	}
 	return out
@@ -375,7 +376,7 @@ func cleanUp(ctx context.Context, client kubernetes.Interface, ns string) error 
 	if err := client.ResourceV1().DeviceClasses().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
 		return err
 	}
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+	return wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
 		claims, err := client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

@@ -16,6 +16,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
@@ -80,20 +81,31 @@ func names(devs []publish.Device) []string {
 func (n *Node) Stop() { n.ctrl.Stop() }
 
 // Published waits until the API server holds exactly the devices of nodes
-// and returns how long that took from start.
+// and returns how long that took from start. It watches the slices rather
+// than listing them again and again: at hundreds of nodes a list every
+// tick would load the API server it measures.
 func Published(ctx context.Context, client kubernetes.Interface, nodes []*Node, start time.Time, timeout time.Duration) (time.Duration, error) {
 	want := map[string][]string{}
 	for _, n := range nodes {
 		want[n.Name] = n.Devices
 	}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = resourcev1.ResourceSliceSelectorDriver + "=" + contract.DriverName
+	}))
+	slicesInformer := factory.Resource().V1().ResourceSlices().Informer()
+	ctx, cancel := context.WithCancel(ctx)
+	defer factory.Shutdown()
+	defer cancel()
+	factory.Start(ctx.Done())
 	var missing int
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: resourcev1.ResourceSliceSelectorDriver + "=" + contract.DriverName})
-		if err != nil {
-			return false, err
+		if !slicesInformer.HasSynced() {
+			missing = len(want)
+			return false, nil
 		}
 		got := map[string][]string{}
-		for _, s := range list.Items {
+		for _, obj := range slicesInformer.GetStore().List() {
+			s := obj.(*resourcev1.ResourceSlice)
 			if s.Spec.NodeName == nil {
 				continue
 			}
