@@ -68,6 +68,9 @@ type GPU struct {
 	Architecture      string `json:"architecture"`
 	DriverVersion     string `json:"driver_version"`
 	MemoryBytes       int64  `json:"memory_bytes"`
+	// counterSet is the pool/name of the GPU's counter set, whose memory
+	// is the GPU's (a MIG instance's own is not).
+	counterSet string
 }
 
 // device is one published device: a partition or MIG instance, or a
@@ -166,6 +169,10 @@ func Published(ctx context.Context, v *view.View) (*Snapshot, error) {
 		}
 	}
 	for _, g := range gpus {
+		// after every slice: a GPU's counter slice may come after its devices
+		if total, ok := s.counters[g.counterSet][contract.CapacityMemory]; ok {
+			g.MemoryBytes = total.Value()
+		}
 		s.gpus = append(s.gpus, *g)
 	}
 	sort.Slice(s.gpus, func(i, j int) bool {
@@ -218,9 +225,10 @@ func (d *device) shared() bool {
 	return d.sharing == contract.SharingAnySize || d.sharing == contract.SharingTimeSliced
 }
 
-// addGPU records the GPU a device is a slice of; the whole-GPU device (or
-// the largest seen) gives its memory. A MIG instance is its parent's: the
-// GPU's UUID is the parent's, and no instance's memory is the GPU's.
+// addGPU records the GPU a device is a slice of; its counter set gives its
+// memory, or, from plugins that publish none, the whole-GPU device (or the
+// largest seen). A MIG instance is its parent's: the GPU's UUID is the
+// parent's, and no instance's memory is the GPU's.
 func (s *Snapshot) addGPU(gpus map[string]*GPU, node string, dev *device, d resourcev1.Device) {
 	key, uuid := dev.gpu, str(d.Attributes[contract.AttrUUID])
 	mig := dev.sharing == contract.SharingMIG
@@ -237,12 +245,13 @@ func (s *Snapshot) addGPU(gpus map[string]*GPU, node string, dev *device, d reso
 			Architecture: str(d.Attributes[contract.AttrArchitecture]), DriverVersion: str(d.Attributes[contract.AttrDriverVersion])}
 		gpus[key] = g
 	}
+	if dev.gpu != "" {
+		g.counterSet = dev.gpu
+	}
 	if mig {
 		return
 	}
-	if total, ok := s.counters[key][contract.CapacityMemory]; ok {
-		g.MemoryBytes = total.Value()
-	} else if m, ok := d.Capacity[contract.CapacityMemory]; ok && m.Value.Value() > g.MemoryBytes {
+	if m, ok := d.Capacity[contract.CapacityMemory]; ok && m.Value.Value() > g.MemoryBytes {
 		g.MemoryBytes = m.Value.Value()
 	}
 }

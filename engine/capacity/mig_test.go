@@ -2,6 +2,8 @@ package capacity_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	resourcev1 "k8s.io/api/resource/v1"
@@ -13,6 +15,8 @@ import (
 	"github.com/gpuslice/gpuslice/engine/capacity"
 	"github.com/gpuslice/gpuslice/engine/spec"
 	"github.com/gpuslice/gpuslice/internal/simnode"
+	"github.com/gpuslice/gpuslice/nodeplugin/discovery"
+	"github.com/gpuslice/gpuslice/nodeplugin/publish"
 )
 
 // migNode publishes node's A100 GPU 0 in MIG mode: seven 1g.5gb
@@ -87,5 +91,32 @@ func TestMIGPackageCounts(t *testing.T) {
 		if d.Sharing == contract.SharingMIG && d.MIGProfile == "" {
 			t.Errorf("MIG device %s without its profile", d.Name)
 		}
+	}
+}
+
+// A GPU in MIG mode, as the node plugin's own publisher offers it, shows the
+// GPU's memory (its counter set's), not 0 and not an instance's, whatever
+// order its slices come in.
+func TestMIGGPUShowsTheGPUsMemory(t *testing.T) {
+	a100 := discovery.GPU{Index: 0, UUID: "GPU-m1-0", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40960 << 20, CCMajor: 8, MIGEnabled: true,
+		MIG: []discovery.MIGDevice{{UUID: "MIG-a", Profile: "3g.20gb", MemoryBytes: 19968 << 20, Placement: 4}, {UUID: "MIG-b", Profile: "1g.5gb", MemoryBytes: 4864 << 20}}}
+	dr := publish.Build("m1", []discovery.GPU{a100}, publish.Options{})
+	var objs []runtime.Object
+	built := dr.Pools["m1"].Slices
+	slices.Reverse(built) // the devices before their counters
+	for i, sl := range built {
+		objs = append(objs, &resourcev1.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("m1-%d", i)},
+			Spec: resourcev1.ResourceSliceSpec{Driver: contract.DriverName, NodeName: ptr.To("m1"), Pool: resourcev1.ResourcePool{Name: "m1", ResourceSliceCount: int64(len(built))},
+				SharedCounters: sl.SharedCounters, Devices: sl.Devices},
+		})
+	}
+	snap, err := capacity.Load(context.Background(), viewOf(t, objs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus := snap.GPUs()
+	if len(gpus) != 1 || gpus[0].UUID != "GPU-m1-0" || gpus[0].MemoryBytes != 40960<<20 {
+		t.Errorf("GPUs %+v: want one, GPU-m1-0 with 40960 MiB", gpus)
 	}
 }

@@ -111,3 +111,37 @@ func TestHasPublishedKindPackages(t *testing.T) {
 		t.Error("a MIG package is of a published kind and not shared (no DRAConsumableCapacity needed)")
 	}
 }
+
+// A platform for a pool of GPUs in MIG mode offers no software slices: its
+// plan warns on fractions, saying what happens to a GPU not in MIG mode,
+// and does not fail; a platform that offers partitions has no such warning.
+func TestMIGOnlyPlatformWarns(t *testing.T) {
+	models := tables.BuiltinGPUModels()
+	for _, c := range []struct {
+		fractions []int
+		anySize   bool
+		warns     bool
+	}{
+		{nil, false, true},
+		{[]int{25, 50, 100}, false, false},
+		{nil, true, false},
+	} {
+		s := migStack(&spec.Package{GPUModel: "NVIDIA A100-SXM4-40GB", MIGProfile: "1g.5gb"})
+		s.Platform = &spec.Platform{Namespace: "gpuslice-system", TenantLabel: "gpuslice.dev/tenant", Fractions: c.fractions, AnySize: &c.anySize}
+		s.Platform.Address = "gpuslice_platform.main"
+		s.Resolve(models)
+		d := spec.Validate(s, models)
+		if d.HasErrors() {
+			t.Errorf("fractions %v, any_size %v: %v", c.fractions, c.anySize, d.Err())
+		}
+		warned := false
+		for _, w := range d {
+			if w.Attribute == "fractions" && strings.Contains(w.Detail, "not in MIG mode fails to start") {
+				warned = true
+			}
+		}
+		if warned != c.warns {
+			t.Errorf("fractions %v, any_size %v: warned %v, want %v (%v)", c.fractions, c.anySize, warned, c.warns, d)
+		}
+	}
+}

@@ -16,7 +16,9 @@ func (v *validator) platform(p *Platform) {
 		v.errorf(p.Address, "tenant_label", "Invalid label key", "%q: %s", p.TenantLabel, strings.Join(errs, "; "))
 	}
 	if len(p.Fractions) == 0 && !on(p.AnySize, contract.DefaultAnySize) && !on(p.TimeSlicing, contract.DefaultTimeSlicing) {
-		v.errorf(p.Address, "fractions", "No slices offered", "list at least one fraction, e.g. [25, 50, 100], or set any_size = true or time_slicing = true: the nodes would offer nothing")
+		// Not an error: a pool of GPUs in MIG mode offers its instances whatever
+		// the switches say, and needs none of them.
+		v.warningf(p.Address, "fractions", "Only MIG instances offered", "with no fractions, any_size or time_slicing, the node plugins offer only the instances of GPUs in MIG mode, and a plugin on a node with a GPU not in MIG mode fails to start; list fractions, e.g. [25, 50, 100], or set any_size = true, unless every GPU is in MIG mode")
 	}
 	seen := map[int]bool{}
 	for i, f := range p.Fractions {

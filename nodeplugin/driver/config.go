@@ -117,9 +117,6 @@ func (c *Config) validate() error {
 	if c.NVML == nil {
 		errs = append(errs, errors.New("an NVML library is required"))
 	}
-	if err := c.Publish.Validate(); err != nil {
-		errs = append(errs, err)
-	}
 	for _, d := range []string{c.PluginDataDir, c.RegistrarDir, c.CDIDir, c.StateDir, c.AccountingRoot, c.ShimDir} {
 		if d != "" && !filepath.IsAbs(d) {
 			errs = append(errs, fmt.Errorf("directory %q must be an absolute path", d))

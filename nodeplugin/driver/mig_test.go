@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
 	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
+	"github.com/gpuslice/gpuslice/nodeplugin/publish"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
 )
 
@@ -32,6 +34,18 @@ const mixedNode = "a100-40gb:1,mig=1g.5gb*2;v100-32gb:1"
 // startMIGPlugin runs a plugin for node on the simulated GPUs of spec, with
 // the simulated driver's /proc files the command would write.
 func (e *env) startMIGPlugin(node, spec string) driver.Config {
+	e.t.Helper()
+	cfg := e.migPluginConfig(node, spec)
+	p, err := driver.Start(e.ctx, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(p.Stop)
+	return cfg
+}
+
+// migPluginConfig is the configuration startMIGPlugin starts a plugin with.
+func (e *env) migPluginConfig(node, spec string) driver.Config {
 	e.t.Helper()
 	dir := filepath.Join(e.t.TempDir(), node)
 	cfg := pluginConfig(e.client, node, dir, 1)
@@ -49,12 +63,37 @@ func (e *env) startMIGPlugin(node, spec string) driver.Config {
 		e.t.Fatal(err)
 	}
 	cfg.Registerer = prometheus.NewRegistry()
+	return cfg
+}
+
+// A node whose GPUs are all in MIG mode starts with no fractions and no
+// shared devices, and publishes its instances only; on a node with a V100
+// beside its A100 the same options stop the start, naming the V100.
+func TestMIGOnlyNodeNeedsNoFractions(t *testing.T) {
+	e := newEnv(t, "mig-only")
+	cfg := e.migPluginConfig("mig-only", "a100-40gb:1,mig=1g.5gb*2")
+	cfg.Publish = publish.Options{}
 	p, err := driver.Start(e.ctx, cfg)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatalf("MIG-only node without fractions: %v", err)
 	}
-	e.t.Cleanup(p.Stop)
-	return cfg
+	t.Cleanup(p.Stop)
+	for _, s := range e.waitSlices("mig-only", 2) {
+		for _, d := range s.Spec.Devices {
+			if sharing := d.Attributes[contract.AttrSharing].StringValue; sharing == nil || *sharing != contract.SharingMIG {
+				t.Errorf("device %s: sharing %v, want only MIG instances", d.Name, sharing)
+			}
+		}
+	}
+
+	mixed := e.migPluginConfig("mixed-no-fractions", mixedNode)
+	mixed.Publish = publish.Options{}
+	if p, err := driver.Start(e.ctx, mixed); err == nil {
+		p.Stop()
+		t.Fatal("a node with a V100 and no fractions started; want an error naming the V100")
+	} else if !strings.Contains(err.Error(), "GPU 1 (Tesla V100-PCIE-32GB) is not in MIG mode") {
+		t.Errorf("error %q: want it to name GPU 1 and say it is not in MIG mode", err)
+	}
 }
 
 // migClass selects MIG devices of a profile, as a hand-written class might.

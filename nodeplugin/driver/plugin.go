@@ -66,6 +66,9 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 		p.log.Info("GPU skipped: it is not offered as slices", "index", s.Index, "uuid", s.UUID, "reason", s.Reason)
 		p.metrics.GPUsSkipped.WithLabelValues(fmt.Sprint(s.Index), s.UUID, s.Reason).Set(1)
 	}
+	if err := cfg.Publish.Validate(found.GPUs); err != nil {
+		return nil, fmt.Errorf("node plugin configuration: %w", err)
+	}
 	p.gpus = found.GPUs
 	for _, g := range p.gpus {
 		if g.MIGEnabled {

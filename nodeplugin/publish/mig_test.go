@@ -7,6 +7,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/nodeplugin/discovery"
 	"github.com/gpuslice/gpuslice/nodeplugin/publish"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
 )
@@ -87,5 +88,37 @@ func TestMIGGPUWithoutInstancesOffersNothing(t *testing.T) {
 	res.GPUs[0].MIGEnabled = true
 	if pool := publish.Build("node-a", res.GPUs, publish.Options{Fractions: contract.DefaultFractions}).Pools["node-a"]; len(pool.Slices) != 0 {
 		t.Errorf("published %d slices for a MIG GPU without instances", len(pool.Slices))
+	}
+}
+
+// Options that offer no software slices suit a node whose GPUs are all in
+// MIG mode, which then publishes its instances; on a node with a GPU not in
+// MIG mode they are an error naming that GPU and the flags to set.
+func TestNoSlicesOnlyForMIGNodes(t *testing.T) {
+	node := func(spec string) []discovery.GPU {
+		specs, err := simulate.ParseNode(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lib, err := simulate.NewNode(specs, "node-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return discover(t, lib).GPUs
+	}
+	none := publish.Options{}
+	migOnly := node("a100-40gb:2,mig=3g.20gb,1g.5gb*2")
+	if err := none.Validate(migOnly); err != nil {
+		t.Errorf("MIG-only node without fractions: %v", err)
+	}
+	if devs := publish.Devices(migOnly, none); len(devs) != 6 {
+		t.Errorf("MIG-only node without fractions publishes %d devices, want its 6 instances", len(devs))
+	}
+	err := none.Validate(node("a100-40gb:1,mig=1g.5gb*2;v100-32gb:1"))
+	if err == nil || !strings.Contains(err.Error(), "GPU 1 (Tesla V100-PCIE-32GB) is not in MIG mode") || !strings.Contains(err.Error(), "--fractions") {
+		t.Errorf("mixed node without fractions: %v, want an error naming GPU 1 and --fractions", err)
+	}
+	if err := (publish.Options{AnySize: true}).Validate(node("v100-32gb:1")); err != nil {
+		t.Errorf("any-size only: %v", err)
 	}
 }

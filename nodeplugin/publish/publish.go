@@ -37,10 +37,18 @@ type Options struct {
 	TimeSliced bool
 }
 
-// Validate says what is wrong with the options, naming the flags.
-func (o Options) Validate() error {
-	if len(o.Fractions) == 0 && !o.AnySize && !o.TimeSliced {
-		return fmt.Errorf("the node would offer nothing: give --fractions, or turn on --any-size or --time-slicing")
+// Validate says what is wrong with the options for the node's GPUs, naming
+// the flags. Options that offer nothing suit a node whose GPUs are all in
+// MIG mode (they offer their instances whatever the options say), and no
+// other.
+func (o Options) Validate(gpus []discovery.GPU) error {
+	if len(o.Fractions) > 0 || o.AnySize || o.TimeSliced {
+		return nil
+	}
+	for _, g := range gpus {
+		if !g.MIGEnabled {
+			return fmt.Errorf("GPU %d (%s) is not in MIG mode and the options offer nothing for it: give --fractions, or turn on --any-size or --time-slicing", g.Index, g.Name)
+		}
 	}
 	return nil
 }
