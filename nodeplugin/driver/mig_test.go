@@ -16,6 +16,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuslice/gpuslice/contract"
@@ -80,8 +81,8 @@ func TestMIGOnlyNodeNeedsNoFractions(t *testing.T) {
 	t.Cleanup(p.Stop)
 	for _, s := range e.waitSlices("mig-only", 2) {
 		for _, d := range s.Spec.Devices {
-			if sharing := d.Attributes[contract.AttrSharing].StringValue; sharing == nil || *sharing != contract.SharingMIG {
-				t.Errorf("device %s: sharing %v, want only MIG instances", d.Name, sharing)
+			if sharing := ptr.Deref(d.Attributes[contract.AttrSharing].StringValue, ""); sharing != contract.SharingMIG {
+				t.Errorf("device %s: sharing %q, want only MIG instances", d.Name, sharing)
 			}
 		}
 	}
