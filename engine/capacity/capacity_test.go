@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
 
 	"github.com/gpuslice/gpuslice/contract"
@@ -107,11 +108,17 @@ func published(node string, gpus int) []runtime.Object {
 		gs = append(gs, discovery.GPU{Index: i, UUID: fmt.Sprintf("GPU-%s-%d", node, i), Name: model, MemoryBytes: 32 << 30, CCMajor: 7})
 	}
 	dr := publish.Build(node, gs, publish.Options{Fractions: contract.DefaultFractions, AnySize: true, TimeSliced: true})
+	return sliceObjects(node, dr.Pools[node].Slices)
+}
+
+// sliceObjects are the ResourceSlices of node's pool as the resourceslice
+// controller would write them.
+func sliceObjects(node string, built []resourceslice.Slice) []runtime.Object {
 	var out []runtime.Object
-	for i, sl := range dr.Pools[node].Slices {
+	for i, sl := range built {
 		out = append(out, &resourcev1.ResourceSlice{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", node, i)},
-			Spec: resourcev1.ResourceSliceSpec{Driver: contract.DriverName, NodeName: ptr.To(node), Pool: resourcev1.ResourcePool{Name: node, ResourceSliceCount: int64(len(dr.Pools[node].Slices))},
+			Spec: resourcev1.ResourceSliceSpec{Driver: contract.DriverName, NodeName: ptr.To(node), Pool: resourcev1.ResourcePool{Name: node, ResourceSliceCount: int64(len(built))},
 				SharedCounters: sl.SharedCounters, Devices: sl.Devices},
 		})
 	}

@@ -2,7 +2,6 @@ package capacity_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 
@@ -101,17 +100,9 @@ func TestMIGGPUShowsTheGPUsMemory(t *testing.T) {
 	a100 := discovery.GPU{Index: 0, UUID: "GPU-m1-0", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40960 << 20, CCMajor: 8, MIGEnabled: true,
 		MIG: []discovery.MIGDevice{{UUID: "MIG-a", Profile: "3g.20gb", MemoryBytes: 19968 << 20, Placement: 4}, {UUID: "MIG-b", Profile: "1g.5gb", MemoryBytes: 4864 << 20}}}
 	dr := publish.Build("m1", []discovery.GPU{a100}, publish.Options{})
-	var objs []runtime.Object
 	built := dr.Pools["m1"].Slices
 	slices.Reverse(built) // the devices before their counters
-	for i, sl := range built {
-		objs = append(objs, &resourcev1.ResourceSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("m1-%d", i)},
-			Spec: resourcev1.ResourceSliceSpec{Driver: contract.DriverName, NodeName: ptr.To("m1"), Pool: resourcev1.ResourcePool{Name: "m1", ResourceSliceCount: int64(len(built))},
-				SharedCounters: sl.SharedCounters, Devices: sl.Devices},
-		})
-	}
-	snap, err := capacity.Load(context.Background(), viewOf(t, objs...))
+	snap, err := capacity.Load(context.Background(), viewOf(t, sliceObjects("m1", built)...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,21 +16,13 @@ import (
 // a partition, any-size or time-sliced device of it, whatever the options
 // say), and its other GPUs as slices, with no MIG device among them.
 func TestMixedNodePublishesMIGOnlyOnTheMIGGPU(t *testing.T) {
-	specs, err := simulate.ParseNode("a100-40gb:1,mig=3g.20gb,1g.5gb*3;a100-40gb:1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib, err := simulate.NewNode(specs, "node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := discover(t, lib)
+	gpus := discoverNode(t, "a100-40gb:1,mig=3g.20gb,1g.5gb*3;a100-40gb:1")
 	o := publish.Options{Fractions: contract.DefaultFractions, AnySize: true, TimeSliced: true}
-	pool := publish.Build("node-a", res.GPUs, o).Pools["node-a"]
+	pool := publish.Build("node-a", gpus, o).Pools["node-a"]
 	if len(pool.Slices) != 4 {
 		t.Fatalf("%d slices, want 4 (a counter slice and a device slice per GPU)", len(pool.Slices))
 	}
-	migGPU, plainGPU := res.GPUs[0], res.GPUs[1]
+	migGPU, plainGPU := gpus[0], gpus[1]
 
 	migSlice := pool.Slices[1].Devices
 	var names []string
@@ -77,7 +69,7 @@ func TestMixedNodePublishesMIGOnlyOnTheMIGGPU(t *testing.T) {
 	if n := len(pool.Slices[3].Devices); n != 4+2+1+2 {
 		t.Errorf("GPU 1 offers %d devices, want 9 (7 partitions, any-size, time-sliced)", n)
 	}
-	if n := len(publish.Devices(res.GPUs, o)); n != 4+9 {
+	if n := len(publish.Devices(gpus, o)); n != 4+9 {
 		t.Errorf("Devices lists %d, want 13", n)
 	}
 }
@@ -95,30 +87,34 @@ func TestMIGGPUWithoutInstancesOffersNothing(t *testing.T) {
 // MIG mode, which then publishes its instances; on a node with a GPU not in
 // MIG mode they are an error naming that GPU and the flags to set.
 func TestNoSlicesOnlyForMIGNodes(t *testing.T) {
-	node := func(spec string) []discovery.GPU {
-		specs, err := simulate.ParseNode(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lib, err := simulate.NewNode(specs, "node-a")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return discover(t, lib).GPUs
-	}
 	none := publish.Options{}
-	migOnly := node("a100-40gb:2,mig=3g.20gb,1g.5gb*2")
+	migOnly := discoverNode(t, "a100-40gb:2,mig=3g.20gb,1g.5gb*2")
 	if err := none.Validate(migOnly); err != nil {
 		t.Errorf("MIG-only node without fractions: %v", err)
 	}
 	if devs := publish.Devices(migOnly, none); len(devs) != 6 {
 		t.Errorf("MIG-only node without fractions publishes %d devices, want its 6 instances", len(devs))
 	}
-	err := none.Validate(node("a100-40gb:1,mig=1g.5gb*2;v100-32gb:1"))
+	err := none.Validate(discoverNode(t, "a100-40gb:1,mig=1g.5gb*2;v100-32gb:1"))
 	if err == nil || !strings.Contains(err.Error(), "GPU 1 (Tesla V100-PCIE-32GB) is not in MIG mode") || !strings.Contains(err.Error(), "--fractions") {
 		t.Errorf("mixed node without fractions: %v, want an error naming GPU 1 and --fractions", err)
 	}
-	if err := (publish.Options{AnySize: true}).Validate(node("v100-32gb:1")); err != nil {
+	if err := (publish.Options{AnySize: true}).Validate(discoverNode(t, "v100-32gb:1")); err != nil {
 		t.Errorf("any-size only: %v", err)
 	}
+}
+
+// discoverNode is what discovery finds on node-a simulated as spec says
+// (simulate.ParseNode's form, e.g. "a100-40gb:1,mig=1g.5gb*2;v100-32gb:1").
+func discoverNode(t *testing.T, spec string) []discovery.GPU {
+	t.Helper()
+	specs, err := simulate.ParseNode(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, err := simulate.NewNode(specs, "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return discover(t, lib).GPUs
 }
