@@ -12,6 +12,8 @@
  *   slice-check --sleep         report, then sleep until killed
  *   slice-check --devices ...   first list the GPU device nodes the container has
  *                               (nvidia* in /dev and /dev/nvidia-caps) with their numbers
+ *   slice-check --libcuda PATH ...  load the driver from PATH instead of libcuda.so.1
+ *                               (a tenant's copy of the driver library, for the red-team suite)
  *
  * Every line starts with "slice-check:"; tests and the demo read them.
  */
@@ -97,11 +99,11 @@ static void die(const char *what, CUresult r)
 	exit(3);
 }
 
-static void load(void)
+static void load(const char *lib)
 {
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
-		printf("slice-check: cannot load libcuda.so.1: %s\n", dlerror());
+		printf("slice-check: cannot load %s: %s\n", lib, dlerror());
 		exit(3);
 	}
 #define SYM(field, name)                                                    \
@@ -215,23 +217,25 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	unsigned long long hold = 0;
 	int then_sleep = 0;
-	const char *marker = NULL;
+	const char *marker = NULL, *lib = "libcuda.so.1";
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--hold") && i + 1 < argc)
 			hold = strtoull(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--marker") && i + 1 < argc)
 			marker = argv[++i];
+		else if (!strcmp(argv[i], "--libcuda") && i + 1 < argc)
+			lib = argv[++i];
 		else if (!strcmp(argv[i], "--sleep"))
 			then_sleep = 1;
 		else if (!strcmp(argv[i], "--devices")) {
 			list_devices("/dev");
 			list_devices("/dev/nvidia-caps");
 		} else {
-			fprintf(stderr, "usage: slice-check [--devices] [--hold MIB [--marker FILE]] [--sleep]\n");
+			fprintf(stderr, "usage: slice-check [--devices] [--libcuda PATH] [--hold MIB [--marker FILE]] [--sleep]\n");
 			return 64;
 		}
 	}
-	load();
+	load(lib);
 	CUresult r;
 	CUdevice dev;
 	CUcontext ctx;

@@ -1,0 +1,48 @@
+// Package redteam attacks gpuslice's isolation as a hostile tenant would,
+// on real nodes (kubelet, containerd, runc, the node plugin and the shim;
+// only the GPU silicon is simulated). Every attack runs from inside a
+// tenant namespace or a tenant's container and must end refused (with a
+// reason the tenant can act on) or contained (the slice held, or the
+// process over it stopped, and the other tenant's claim untouched). The
+// suite prints a table: attack, layer, expected, outcome.
+package redteam
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
+)
+
+// gpusliceCLI is the CLI built for the suite: the platform team applies
+// the stack the way users do.
+var gpusliceCLI string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "gpuslice-redteam-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	gpusliceCLI = filepath.Join(dir, "gpuslice")
+	if out, err := exec.Command("go", "build", "-o", gpusliceCLI, "github.com/gpuslice/gpuslice/cmd/gpuslice").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build gpuslice: %v\n%s", err, out)
+		return 1
+	}
+	// One GPU, so the attacker's slices and the victim's share it; every
+	// kind of device published on it.
+	code := realnodetest.Main(m, realnodetest.Options{
+		Names: []string{"red-node"}, GPUs: "v100-32gb:1",
+		PluginArgs: []string{"--any-size=true", "--time-slicing=true"},
+	})
+	table.print(os.Stdout)
+	return code
+}

@@ -1,0 +1,313 @@
+package redteam
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/internal/images"
+	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
+)
+
+// The tenants: red attacks, blue is the victim whose slice shares the GPU.
+const (
+	red, blue   = "red", "blue"
+	alice, bob  = "alice", "bob" // red's and blue's users
+	open        = "red-open"     // a namespace the admission policies do not bind: admission switched off
+	victimHold  = 12000          // MiB the victim holds of its 16 GiB slice
+	sliceMiB    = 8192           // red's 8 GiB partition
+	pkgQuarter  = "red-8gi"      // 25 %, also requested as gpuslice.dev/red-8gi
+	pkgAnySize  = "red-6gi"      // any size: 6 GiB, 20 % compute
+	pkgShared   = "red-ts"       // time-sliced, 4 per GPU
+	pkgVictim   = "blue-16gi"    // 50 %, blue's only
+	extQuarter  = "gpuslice.dev/red-8gi"
+	implicitExt = "deviceclass.resource.kubernetes.io/"
+)
+
+// stack is what the platform team applies: the platform with its admission
+// policies, a package of each kind, red's quota (alice) and blue's (bob),
+// and blue's workload holding most of its slice.
+const stack = `
+resource "gpuslice_platform" "this" {}
+
+resource "gpuslice_package" "quarter" {
+  name                   = "` + pkgQuarter + `"
+  gpu_model              = "Tesla V100-PCIE-32GB"
+  fraction               = 25
+  extended_resource_name = "` + extQuarter + `"
+}
+
+resource "gpuslice_package" "any" {
+  name          = "` + pkgAnySize + `"
+  gpu_model     = "Tesla V100-PCIE-32GB"
+  memory        = "6Gi"
+  compute_share = 20
+}
+
+resource "gpuslice_package" "shared" {
+  name      = "` + pkgShared + `"
+  gpu_model = "Tesla V100-PCIE-32GB"
+  sharing   = "time-sliced"
+  replicas  = 4
+}
+
+resource "gpuslice_package" "victim" {
+  name      = "` + pkgVictim + `"
+  gpu_model = "Tesla V100-PCIE-32GB"
+  fraction  = 50
+}
+
+resource "gpuslice_quota" "red" {
+  namespace       = "` + red + `"
+  slices          = { (gpuslice_package.quarter.name) = 2, (gpuslice_package.any.name) = 1, (gpuslice_package.shared.name) = 1 }
+  cpu_requests    = "4"
+  memory_requests = "4Gi"
+  tenant_users    = ["` + alice + `"]
+}
+
+resource "gpuslice_quota" "blue" {
+  namespace       = "` + blue + `"
+  slices          = { (gpuslice_package.victim.name) = 1 }
+  cpu_requests    = "1"
+  memory_requests = "1Gi"
+  tenant_users    = ["` + bob + `"]
+}
+
+resource "gpuslice_workload" "victim" {
+  namespace = gpuslice_quota.blue.namespace
+  name      = "victim"
+  package   = gpuslice_package.victim.name
+  kind      = "job"
+  wait_for  = "none"
+  container {
+    image          = "` + images.SliceCheck + `"
+    args           = ["--hold", "` + "12000" + `", "--sleep"]
+    cpu_request    = "100m"
+    memory_request = "64Mi"
+  }
+}
+`
+
+// suite is the shared state of every attack.
+type suite struct {
+	env   *realnodetest.Env
+	admin kubernetes.Interface
+	// alice is red's tenant user: what she may do is what RBAC and the
+	// admission policies let her.
+	alice  kubernetes.Interface
+	victim *corev1.Pod
+}
+
+var (
+	once     sync.Once
+	shared   *suite
+	setupErr error
+)
+
+// setup applies the stack once and waits for the victim to hold its memory.
+func setup(t *testing.T) *suite {
+	t.Helper()
+	env := realnodetest.Shared(t)
+	once.Do(func() { shared, setupErr = newSuite(env) })
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	return shared
+}
+
+func newSuite(env *realnodetest.Env) (*suite, error) {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "redteam-stack-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(stack), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(gpusliceCLI, "apply", dir, "-stack", "redteam", "-auto-approve")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Cluster.KubeconfigPath)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("apply the red-team stack: %v\n%s", err, out)
+	}
+	s := &suite{env: env, admin: env.Cluster.Client()}
+	cfg := rest.CopyConfig(env.Cluster.RESTConfig())
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: alice, Groups: []string{"system:authenticated"}}
+	if s.alice, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if _, err := s.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: open}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		pods, err := s.admin.CoreV1().Pods(blue).List(ctx, metav1.ListOptions{LabelSelector: "job-name=victim"})
+		if err == nil && len(pods.Items) == 1 {
+			logs, _ := s.admin.CoreV1().Pods(blue).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+			if strings.Contains(string(logs), fmt.Sprintf("holding %d MiB", victimHold)) {
+				s.victim = &pods.Items[0]
+				return s, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("blue's victim did not come to hold %d MiB within 3 minutes (pods: %v, error %v)", victimHold, pods, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// victimUntouched fails t unless blue's victim still runs, never
+// restarted, and holds its memory: an attack on red's slice must not reach
+// another tenant's.
+func (s *suite) victimUntouched(t *testing.T) {
+	t.Helper()
+	p, err := s.admin.CoreV1().Pods(blue).Get(context.Background(), s.victim.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("blue's victim: %v", err)
+	}
+	if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].RestartCount != 0 ||
+		p.Status.ContainerStatuses[0].State.Running == nil {
+		t.Fatalf("blue's victim is no longer running as it was: phase %s, %+v", p.Status.Phase, p.Status.ContainerStatuses)
+	}
+}
+
+// claimTemplate is a claim template in the documented shape for pkg, with
+// the capacity the package's slices take.
+func claimTemplate(name, pkg string, capacity map[resourcev1.QualifiedName]resource.Quantity) *resourcev1.ResourceClaimTemplate {
+	req := resourcev1.DeviceRequest{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: pkg, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1}}
+	if capacity != nil {
+		req.Exactly.Capacity = &resourcev1.CapacityRequirements{Requests: capacity}
+	}
+	return &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{contract.LabelPackage: pkg}},
+		Spec: resourcev1.ResourceClaimTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{contract.LabelPackage: pkg}},
+			Spec:       resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{req}}},
+		},
+	}
+}
+
+// attackPod is a pod running script in the slice-check image (which has
+// tenant-attack beside slice-check), with the claim of template when it is
+// not empty.
+func attackPod(name, template, script string) *corev1.Pod {
+	c := corev1.Container{
+		Name: "attack", Image: images.SliceCheck, Command: []string{"sh", "-c", script},
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")}},
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: ptr.To[int64](1)},
+	}
+	if template != "" {
+		pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &template}}
+		c.Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	}
+	pod.Spec.Containers = []corev1.Container{c}
+	return pod
+}
+
+// runAsTenant creates template (if any) and pod as alice in red, waits
+// for the pod to end, and returns its container's log and exit code. The
+// pod and template are deleted when t ends, and their claim's slice freed.
+func (s *suite) runAsTenant(t *testing.T, tmpl *resourcev1.ResourceClaimTemplate, pod *corev1.Pod) (string, int32) {
+	t.Helper()
+	return s.run(t, s.alice, red, tmpl, pod)
+}
+
+func (s *suite) run(t *testing.T, client kubernetes.Interface, ns string, tmpl *resourcev1.ResourceClaimTemplate, pod *corev1.Pod) (string, int32) {
+	t.Helper()
+	ctx := context.Background()
+	if tmpl != nil {
+		if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create claim template %s/%s: %v", ns, tmpl.Name, err)
+		}
+		t.Cleanup(func() {
+			_ = s.admin.ResourceV1().ResourceClaimTemplates(ns).Delete(context.Background(), tmpl.Name, metav1.DeleteOptions{})
+		})
+	}
+	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pod %s/%s: %v", ns, pod.Name, err)
+	}
+	t.Cleanup(func() { s.deletePod(t, ns, pod.Name) })
+	var term *corev1.ContainerStateTerminated
+	realnodetest.Eventually(t, 3*time.Minute, "pod "+ns+"/"+pod.Name+" to end", func() (bool, string) {
+		p, err := s.admin.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			if c.Name == pod.Spec.Containers[0].Name && c.State.Terminated != nil {
+				term = c.State.Terminated
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("phase %s, %+v", p.Status.Phase, p.Status.ContainerStatuses)
+	})
+	logs, err := client.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: pod.Spec.Containers[0].Name}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("logs of %s/%s: %v", ns, pod.Name, err)
+	}
+	return string(logs), term.ExitCode
+}
+
+// deletePod deletes a pod and waits until its claims are gone, so the next
+// attack finds the slice free.
+func (s *suite) deletePod(t *testing.T, ns, name string) {
+	ctx := context.Background()
+	p, err := s.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	_ = s.admin.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	var claims []string
+	for _, c := range p.Status.ResourceClaimStatuses {
+		if c.ResourceClaimName != nil {
+			claims = append(claims, *c.ResourceClaimName)
+		}
+	}
+	realnodetest.Eventually(t, 2*time.Minute, "pod "+ns+"/"+name+" and its claims to go", func() (bool, string) {
+		if _, err := s.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return false, "pod still there"
+		}
+		for _, c := range claims {
+			if _, err := s.admin.ResourceV1().ResourceClaims(ns).Get(ctx, c, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, "claim " + c + " still there"
+			}
+		}
+		return true, ""
+	})
+}
+
+// policyRefusal fails t unless err is a gpuslice admission policy's
+// refusal whose message holds want; it returns the message.
+func policyRefusal(t *testing.T, err error, want string) string {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("admitted; want a gpuslice policy's refusal saying %q", want)
+	}
+	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "gpuslice-") {
+		t.Fatalf("refused by something other than a gpuslice policy: %v", err)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("refused with the wrong reason:\n got: %v\nwant: …%s…", err, want)
+	}
+	return err.Error()
+}
