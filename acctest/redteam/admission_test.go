@@ -89,6 +89,10 @@ func TestAdmission(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := attack(t, "admission", refused)
 			_, err := s.alice.ResourceV1().ResourceClaims(red).Create(ctx, c.claim, metav1.CreateOptions{})
+			if err == nil {
+				// admitted: out of the quota the next attacks need
+				t.Cleanup(func() { _ = s.admin.ResourceV1().ResourceClaims(red).Delete(context.Background(), c.claim.Name, metav1.DeleteOptions{}) })
+			}
 			r.detail = policyRefusal(t, err, c.want)
 		})
 	}
@@ -113,6 +117,9 @@ func TestAdmission(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := attack(t, "admission", refused)
 			_, err := s.alice.CoreV1().Pods(red).Create(ctx, c.pod, metav1.CreateOptions{})
+			if err == nil {
+				t.Cleanup(func() { s.deletePod(t, red, c.pod.Name) })
+			}
 			r.detail = policyRefusal(t, err, c.want)
 		})
 	}

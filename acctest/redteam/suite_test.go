@@ -259,7 +259,7 @@ func (s *suite) run(t *testing.T, client kubernetes.Interface, ns string, tmpl *
 				return true, ""
 			}
 		}
-		return false, fmt.Sprintf("phase %s, %+v", p.Status.Phase, p.Status.ContainerStatuses)
+		return false, fmt.Sprintf("phase %s, conditions %+v, containers %+v", p.Status.Phase, p.Status.Conditions, p.Status.ContainerStatuses)
 	})
 	logs, err := client.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: pod.Spec.Containers[0].Name}).DoRaw(ctx)
 	if err != nil {
