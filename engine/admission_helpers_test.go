@@ -115,7 +115,7 @@ func setUpAdmission(tb testing.TB, cl *cluster.Cluster) (*admissionEnv, error) {
 	if err := env.waitEnforced(ctx, admissionTenant, "testdata/admission/hostile"); err != nil {
 		return nil, err
 	}
-	tb.Logf("all seven policies enforced %s after the apply returned", time.Since(start).Round(time.Millisecond))
+	tb.Logf("all %d policies enforced %s after the apply returned", len(render.PolicyNames), time.Since(start).Round(time.Millisecond))
 	return env, nil
 }
 
@@ -124,13 +124,18 @@ func setUpAdmission(tb testing.TB, cl *cluster.Cluster) (*admissionEnv, error) {
 // moment after they are created.
 func (a *admissionEnv) waitEnforced(ctx context.Context, namespace, dir string) error {
 	probes := map[string]string{
-		render.PolicyRawGPU:          "raw-gpu-pod.yaml",
-		render.PolicySliceIsolation:  "privileged-pod.yaml",
-		render.PolicyReservedEnvKeys: "configmap-ld-preload-key.yaml",
-		render.PolicyClaimShape:      "claim-selectors.yaml",
-		render.PolicyClaimGrants:     "claim-class-granted-zero.yaml",
-		render.PolicyClaimWholeGPUs:  "claim-count-two.yaml",
-		render.PolicyClaimCapacity:   "claim-capacity-missing.yaml",
+		render.PolicyRawGPU:            "raw-gpu-pod.yaml",
+		render.PolicySliceIsolation:    "privileged-pod.yaml",
+		render.PolicyReservedEnvKeys:   "configmap-ld-preload-key.yaml",
+		render.PolicyClaimShape:        "claim-selectors.yaml",
+		render.PolicyClaimGrants:       "claim-class-granted-zero.yaml",
+		render.PolicyClaimWholeGPUs:    "claim-count-two.yaml",
+		render.PolicyClaimCapacity:     "claim-capacity-missing.yaml",
+		render.PolicyExtendedResources: "pod-extended-fraction-two.yaml",
+		render.PolicyExtendedGrants:    "pod-extended-over-grant-implicit.yaml",
+	}
+	if len(probes) != len(render.PolicyNames) {
+		return fmt.Errorf("waitEnforced probes %d policies of %d; give each policy a manifest it refuses", len(probes), len(render.PolicyNames))
 	}
 	for policy, file := range probes {
 		m, err := readManifest(filepath.Join(dir, file))
@@ -156,7 +161,11 @@ func (a *admissionEnv) waitEnforced(ctx context.Context, namespace, dir string) 
 type manifest struct {
 	file   string
 	expect string // "# expect: <text>": the refusal must contain it
-	obj    *unstructured.Unstructured
+	// as is the user the manifest is submitted as ("# as: <user>"):
+	// impersonated, with the groups a user of that name has here. Empty:
+	// the test's cluster admin.
+	as  string
+	obj *unstructured.Unstructured
 }
 
 func readManifest(path string) (manifest, error) {
@@ -169,6 +178,9 @@ func readManifest(path string) (manifest, error) {
 	for sc.Scan() {
 		if text, ok := strings.CutPrefix(sc.Text(), "# expect: "); ok {
 			m.expect = text
+		}
+		if text, ok := strings.CutPrefix(sc.Text(), "# as: "); ok {
+			m.as = text
 		}
 	}
 	obj := map[string]any{}
@@ -201,6 +213,24 @@ func readCorpus(t *testing.T, dir string) []manifest {
 // admission runs in full and nothing is stored.
 func (a *admissionEnv) dryRun(ctx context.Context, namespace string, obj *unstructured.Unstructured) error {
 	return a.create(ctx, a.client, namespace, obj, true)
+}
+
+// dryRunAs is dryRun as the manifest's user (its "# as:" header), or as
+// the cluster admin.
+func (a *admissionEnv) dryRunAs(ctx context.Context, namespace string, m manifest) error {
+	if m.as == "" {
+		return a.dryRun(ctx, namespace, m.obj)
+	}
+	return a.create(ctx, a.clientAs(m.as), namespace, m.obj, true)
+}
+
+// clientAs impersonates user: kube-scheduler as it authenticates in the
+// test's control plane (no groups but system:authenticated), anyone else
+// as a tenant user.
+func (a *admissionEnv) clientAs(user string) dynamic.Interface {
+	cfg := rest.CopyConfig(a.cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	return dynamic.NewForConfigOrDie(cfg)
 }
 
 func (a *admissionEnv) create(ctx context.Context, client dynamic.Interface, namespace string, obj *unstructured.Unstructured, dryRun bool) error {

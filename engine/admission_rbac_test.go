@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/internal/cluster"
 )
 
 // tenantClients impersonate a user (and groups) on the test's API server.
@@ -55,6 +56,9 @@ func TestTenantRBAC(t *testing.T) {
 		t.Run(who.user, func(t *testing.T) {
 			kc, dc := a.tenantClients(t, who.user, who.groups...)
 			for _, m := range good {
+				if m.as == cluster.SchedulerUser {
+					continue // the scheduler's claims: what only its identity may make
+				}
 				if err := a.create(ctx, dc, admissionTenant, m.obj, true); err != nil {
 					t.Errorf("tenant cannot create %s: %v", m.file, err)
 				}

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"regexp"
@@ -12,6 +13,8 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -109,14 +112,17 @@ func TestUpdatesInTenantNamespaces(t *testing.T) {
 	}
 }
 
-// TestExtendedResourcePodGetsItsSlices runs pods asking for slices by
-// extended resource name on a node publishing simulated L4 slices. For a
-// package the namespace is not granted, the scheduler's claim is refused
-// and the pod's PodScheduled condition says so. For a granted one, asking
-// for two slices, the scheduler's own claim (unlabelled, count 2) passes
-// the policies and is allocated, and the pod is bound.
+// TestExtendedResourcePodGetsItsSlices runs pods asking for packages by
+// extended resource name, as the tenant user, on a node publishing three
+// simulated L4 GPUs. Pods the scheduler's claim could not serve are
+// refused when they are created, with what to do: two slices of a
+// fraction (the node would refuse such a claim), a package the namespace
+// is not granted, more whole GPUs than the grant. Whole GPUs within the
+// grant, and one slice of a fraction, are bound: kube-scheduler's own claim
+// (unlabelled, made for the pod) is admitted for who made it. The same
+// claim made by the admin or the tenant is refused.
 func TestExtendedResourcePodGetsItsSlices(t *testing.T) {
-	admission(t)
+	a := admission(t)
 	_, cl := newEngine(t)
 	ctx := context.Background()
 	const node = "adm-l4-node"
@@ -124,10 +130,11 @@ func TestExtendedResourcePodGetsItsSlices(t *testing.T) {
 		t.Fatal(err)
 	}
 	gpu := &draproof.Proof{Client: cl.Client(), Node: node, Model: "NVIDIA L4"}
-	if _, err := gpu.PublishGPU(ctx, 25, 50); err != nil {
+	if _, err := gpu.PublishGPUs(ctx, 3, 25, 50, 100); err != nil {
 		t.Fatal(err)
 	}
-	pods := cl.Client().CoreV1().Pods(admissionTenant)
+	tenant, _ := a.tenantClients(t, "alice")
+	pods := tenant.CoreV1().Pods(admissionTenant)
 	extendedPod := func(name string, resourceName corev1.ResourceName, n string) *corev1.Pod {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -138,70 +145,99 @@ func TestExtendedResourcePodGetsItsSlices(t *testing.T) {
 				}}}},
 		}
 	}
-	// A package the namespace is not granted, by its implicit name: the
-	// scheduler's claim is refused and the pod says why.
-	ungranted := extendedPod("ungranted-extended-resource", "deviceclass.resource.kubernetes.io/adm-l4-half", "1")
-	if _, err := pods.Create(ctx, ungranted, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		p, err := pods.Get(ctx, ungranted.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
+
+	for _, c := range []struct {
+		name     string
+		resource corev1.ResourceName
+		n        string
+		policy   string
+		message  string
+	}{
+		{"fraction-two", "gpuslice.dev/adm-l4", "2", render.PolicyExtendedResources,
+			"the pod asks for 2 of adm-l4 (container app asks for 2 of gpuslice.dev/adm-l4), a fractional package (25 %): a slice's memory and compute limits are one budget on one GPU, so a pod gets one slice of it: ask for 1 in all"},
+		{"ungranted", "deviceclass.resource.kubernetes.io/adm-l4-half", "1", render.PolicyExtendedGrants,
+			"resources[deviceclass.resource.kubernetes.io/adm-l4-half]: the pod asks for 1, but class adm-l4-half is not granted to namespace " + admissionTenant},
+		{"over-grant", "gpuslice.dev/adm-l4-whole", "4", render.PolicyExtendedGrants,
+			"the pod asks for 4, but namespace " + admissionTenant + "'s gpuslice quota grants 3 of gpuslice.dev/adm-l4-whole: ask for at most that many"},
+	} {
+		_, err := pods.Create(ctx, extendedPod(c.name, c.resource, c.n), metav1.CreateOptions{})
+		if policyDenial(err) != c.policy || !strings.Contains(err.Error(), c.message) {
+			t.Errorf("pod asking for %s of %s: want refused by %s with …%s…, got %v", c.n, c.resource, c.policy, c.message, err)
 		}
-		if p.Spec.NodeName != "" {
-			t.Fatalf("pod asking for an ungranted package was bound to %s", p.Spec.NodeName)
-		}
-		if c := podCondition(p, corev1.PodScheduled); c != nil && strings.Contains(c.Message, "deviceClassName adm-l4-half is not granted to namespace "+admissionTenant) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pod asking for an ungranted package does not say it is not granted: %+v", p.Status.Conditions)
-		}
-	}
-	if err := pods.Delete(ctx, ungranted.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
 	}
 
-	pod := extendedPod("by-extended-resource", "gpuslice.dev/adm-l4", "2")
-	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+	bound := func(pod *corev1.Pod, devices int) *resourcev1.ResourceClaim {
+		t.Helper()
+		if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("pod %s: %v", pod.Name, err)
+		}
+		t.Cleanup(func() {
+			_ = cl.Client().CoreV1().Pods(admissionTenant).Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
+		})
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Spec.NodeName != "" {
+				if p.Spec.NodeName != node {
+					t.Errorf("pod %s bound to %s, want %s", pod.Name, p.Spec.NodeName, node)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				events, _ := cl.Client().CoreV1().Events(admissionTenant).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod.Name})
+				var msgs []string
+				for _, ev := range events.Items {
+					msgs = append(msgs, ev.Reason+": "+ev.Message)
+				}
+				t.Fatalf("pod %s not bound within 60s; conditions %+v; events:\n%s", pod.Name, p.Status.Conditions, strings.Join(msgs, "\n"))
+			}
+		}
+		claims, err := cl.Client().ResourceV1().ResourceClaims(admissionTenant).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Spec.NodeName != "" {
-			if p.Spec.NodeName != node {
-				t.Errorf("pod bound to %s, want %s", p.Spec.NodeName, node)
+		for i, c := range claims.Items {
+			if c.Annotations[resourcev1.ExtendedResourceClaimAnnotation] == "true" && len(c.OwnerReferences) == 1 && c.OwnerReferences[0].Name == pod.Name {
+				if c.Status.Allocation == nil || len(c.Status.Allocation.Devices.Results) != devices {
+					t.Errorf("scheduler's claim %s for pod %s not allocated %d devices: %+v", c.Name, pod.Name, devices, c.Status.Allocation)
+				}
+				return &claims.Items[i]
 			}
-			break
 		}
-		if time.Now().After(deadline) {
-			events, _ := cl.Client().CoreV1().Events(admissionTenant).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod.Name})
-			var msgs []string
-			for _, ev := range events.Items {
-				msgs = append(msgs, ev.Reason+": "+ev.Message)
-			}
-			t.Fatalf("pod not bound within 60s; conditions %+v; events:\n%s", p.Status.Conditions, strings.Join(msgs, "\n"))
-		}
-		time.Sleep(200 * time.Millisecond)
+		t.Fatalf("no claim made by the scheduler for pod %s among %d claims", pod.Name, len(claims.Items))
+		return nil
 	}
-	claims, err := cl.Client().ResourceV1().ResourceClaims(admissionTenant).List(ctx, metav1.ListOptions{})
+	bound(extendedPod("fraction-one", "gpuslice.dev/adm-l4", "1"), 1)
+	made := bound(extendedPod("whole-two", "gpuslice.dev/adm-l4-whole", "2"), 2)
+
+	// The scheduler's claim as it was made, submitted again: only its
+	// maker's identity admits it (it has no package label). One device
+	// instead of two, so that the quota (3, 2 of them used by the claim
+	// itself) leaves room for it.
+	made.Spec.Devices.Requests[0].Exactly.Count = 1
+	again := &unstructured.Unstructured{}
+	again.SetAPIVersion("resource.k8s.io/v1")
+	again.SetKind("ResourceClaim")
+	again.SetName(made.Name + "-again")
+	again.SetAnnotations(made.Annotations)
+	again.SetOwnerReferences(made.OwnerReferences)
+	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&made.Spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range claims.Items {
-		if c.Annotations[resourcev1.ExtendedResourceClaimAnnotation] == "true" {
-			if c.Status.Allocation == nil || len(c.Status.Allocation.Devices.Results) != 2 {
-				t.Errorf("scheduler's claim %s not allocated two slices: %+v", c.Name, c.Status.Allocation)
-			}
-			return
+	again.Object["spec"] = spec
+	if err := a.create(ctx, a.clientAs(cluster.SchedulerUser), admissionTenant, again, true); err != nil {
+		t.Errorf("the scheduler's claim, submitted again as %s: %v", cluster.SchedulerUser, err)
+	}
+	for _, who := range []string{"", "alice"} {
+		m := manifest{file: "scheduler's claim", as: who, obj: again}
+		err := a.dryRunAs(ctx, admissionTenant, m)
+		if policyDenial(err) != render.PolicyClaimShape || !strings.Contains(err.Error(), "metadata.labels["+"gpuslice.dev/package] is '' but the claim requests class 'adm-l4-whole'") {
+			t.Errorf("the scheduler's claim submitted again by %q: want the claim-shape refusal of an unlabelled claim, got %v", cmp.Or(who, "the admin"), err)
 		}
 	}
-	t.Errorf("no claim made by the scheduler among %d claims", len(claims.Items))
 }
 
 func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {

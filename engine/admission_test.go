@@ -39,14 +39,15 @@ func TestHostileCorpusIsRefused(t *testing.T) {
 			if m.expect == "" {
 				t.Fatalf("%s has no '# expect: <message>' line", m.file)
 			}
-			err := a.dryRun(ctx, admissionTenant, m.obj)
+			err := a.dryRunAs(ctx, admissionTenant, m)
 			if policyDenial(err) == "" {
-				t.Fatalf("admitted or refused by something else than a gpuslice policy in tenant namespace %s: %v", admissionTenant, err)
+				t.Fatalf("admitted or refused by something else than a gpuslice policy in tenant namespace %s (as %q): %v", admissionTenant, m.as, err)
 			}
 			if !strings.Contains(err.Error(), m.expect) {
 				t.Fatalf("refused with the wrong message:\n got: %v\nwant: …%s…", err, m.expect)
 			}
 			refused++
+			// As the admin: a tenant user may not create anything there.
 			for _, ns := range []string{admissionPlatform, "kube-system"} {
 				if err := a.dryRun(ctx, ns, m.obj); err != nil {
 					t.Errorf("refused in non-tenant namespace %s: %v", ns, err)
@@ -64,8 +65,8 @@ func TestHandWrittenGoodCorpusIsAdmitted(t *testing.T) {
 	a := admission(t)
 	ctx := context.Background()
 	for _, m := range readCorpus(t, "testdata/admission/good") {
-		if err := a.dryRun(ctx, admissionTenant, m.obj); err != nil {
-			t.Errorf("%s refused: %v", m.file, err)
+		if err := a.dryRunAs(ctx, admissionTenant, m); err != nil {
+			t.Errorf("%s refused (as %q): %v", m.file, m.as, err)
 		}
 	}
 }
@@ -73,7 +74,7 @@ func TestHandWrittenGoodCorpusIsAdmitted(t *testing.T) {
 // TestPolicyNamesAreStable pins the policy names the tests and the
 // documentation refer to.
 func TestPolicyNamesAreStable(t *testing.T) {
-	for _, name := range []string{render.PolicyRawGPU, render.PolicySliceIsolation, render.PolicyReservedEnvKeys, render.PolicyClaimShape, render.PolicyClaimGrants, render.PolicyClaimWholeGPUs, render.PolicyClaimCapacity} {
+	for _, name := range render.PolicyNames {
 		if !strings.HasPrefix(name, "gpuslice-") {
 			t.Errorf("policy %s does not start with gpuslice-; policyDenial relies on it", name)
 		}
@@ -289,4 +290,36 @@ func exampleDirs(t *testing.T, root string) []string {
 		t.Fatal(err)
 	}
 	return dirs
+}
+
+// TestLargePodWithinCELCost submits pods with 60 init containers (every
+// other one a sidecar) and 60 containers, each naming gpuslice extended
+// resources, one of them asking for a slice: the extended-resource
+// policies compare init containers pairwise, and must stay within the API
+// server's CEL cost budget for pods far larger than real ones (a policy
+// over budget refuses).
+func TestLargePodWithinCELCost(t *testing.T) {
+	a := admission(t)
+	for _, names := range []int{1, 5} {
+		var inits, containers []any
+		for i := range 60 {
+			res := map[string]any{"cpu": "10m", "memory": "10Mi", "gpuslice.dev/adm-l4-whole": "0"}
+			for j := range names {
+				res[fmt.Sprintf("deviceclass.resource.kubernetes.io/adm-l4-whole-%d", j)] = "0"
+			}
+			init := map[string]any{"name": fmt.Sprintf("init-%d", i), "image": "busybox:1.36", "resources": map[string]any{"requests": res, "limits": res}}
+			if i%2 == 0 {
+				init["restartPolicy"] = "Always"
+			}
+			inits = append(inits, init)
+			containers = append(containers, map[string]any{"name": fmt.Sprintf("app-%d", i), "image": "busybox:1.36", "resources": map[string]any{"requests": res, "limits": res}})
+		}
+		gpu := map[string]any{"cpu": "10m", "memory": "10Mi", "gpuslice.dev/adm-l4": "1"}
+		containers[0].(map[string]any)["resources"] = map[string]any{"requests": gpu, "limits": gpu}
+		pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "large"},
+			"spec": map[string]any{"initContainers": inits, "containers": containers}}}
+		if err := a.dryRun(context.Background(), admissionTenant, pod); err != nil {
+			t.Errorf("pod of 120 containers naming %d extended resources each refused: %v", names+1, err)
+		}
+	}
 }

@@ -20,7 +20,8 @@ func TestLoadGoodConfig(t *testing.T) {
 	if s.Name != "demo" || s.Platform == nil || len(s.Packages) != 2 || len(s.Quotas) != 1 || len(s.Workloads) != 1 {
 		t.Fatalf("stack shape wrong: %+v", s)
 	}
-	if got := s.Platform.Fractions; len(got) != 3 || got[0] != 25 || s.Platform.TenantLabel != "gpuslice.dev/tenant" || !s.Platform.AdmissionPolicies {
+	if got := s.Platform.Fractions; len(got) != 3 || got[0] != 25 || s.Platform.TenantLabel != "gpuslice.dev/tenant" || !s.Platform.AdmissionPolicies ||
+		len(s.Platform.SchedulerUsers) != 1 || s.Platform.SchedulerUsers[0] != "system:kube-scheduler" {
 		t.Errorf("platform defaults not applied: %+v", s.Platform)
 	}
 	small := s.Packages[0]

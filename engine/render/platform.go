@@ -30,6 +30,7 @@ func (r renderer) platform(p *spec.Platform) ([]objects.Object, error) {
 			"fractions":         strings.Join(fractions, ","),
 			"tenantLabel":       p.TenantLabel,
 			"admissionPolicies": strconv.FormatBool(p.AdmissionPolicies),
+			"schedulerUsers":    strings.Join(p.SchedulerUsersOrDefault(), ","),
 		},
 	}, "v1", "ConfigMap")
 	if err != nil {
@@ -83,6 +84,11 @@ func PlatformOf(cm *corev1.ConfigMap) (*spec.Platform, error) {
 			}
 			*to = &b
 		}
+	}
+	// Absent in the ConfigMap of a gpuslice before scheduler_users: left
+	// out, so the plan shows the policies it changes.
+	if users, ok := cm.Data["schedulerUsers"]; ok && users != "" {
+		p.SchedulerUsers = strings.Split(users, ",")
 	}
 	if strings.TrimSpace(cm.Data["fractions"]) == "" {
 		return p, nil // no partitions

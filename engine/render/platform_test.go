@@ -15,7 +15,8 @@ import (
 // The platform's settings read back from the ConfigMap it rendered are the
 // settings it was rendered from.
 func TestPlatformOfRoundTrip(t *testing.T) {
-	want := &spec.Platform{Meta: spec.Meta{Address: "gpuslice_platform.p"}, Namespace: "gs", TenantLabel: "example.com/tenant", Fractions: []int{10, 25, 50, 100}}
+	want := &spec.Platform{Meta: spec.Meta{Address: "gpuslice_platform.p"}, Namespace: "gs", TenantLabel: "example.com/tenant", Fractions: []int{10, 25, 50, 100},
+		SchedulerUsers: []string{"system:kube-scheduler", "system:serviceaccount:kube-system:second-scheduler"}}
 	objs, err := render.Stack(&spec.Stack{Name: "s", Platform: want})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,9 @@
 package render
 
 import (
+	"strconv"
+	"strings"
+
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -26,8 +29,13 @@ const (
 	PolicyClaimShape      = "gpuslice-claim-shape"
 	PolicyClaimGrants     = "gpuslice-claim-grants"
 	PolicyClaimWholeGPUs  = "gpuslice-claim-whole-gpus"
-	// PolicyClaimCapacity is in policy_capacity.go.
+	// PolicyClaimCapacity is in policy_capacity.go, PolicyExtendedResources
+	// and PolicyExtendedGrants in policy_extended.go.
 )
+
+// PolicyNames are the platform's policies, in the order they are rendered.
+var PolicyNames = []string{PolicyRawGPU, PolicySliceIsolation, PolicyReservedEnvKeys, PolicyClaimShape, PolicyClaimGrants,
+	PolicyClaimWholeGPUs, PolicyClaimCapacity, PolicyExtendedResources, PolicyExtendedGrants}
 
 // policy is one ValidatingAdmissionPolicy with how it is bound.
 type policy struct {
@@ -38,18 +46,21 @@ type policy struct {
 // policies renders the platform's admission policies and their bindings,
 // bound to the namespaces labelled <tenant label>=true and to no other.
 func (r renderer) policies(p *spec.Platform) ([]objects.Object, error) {
+	schedulers := p.SchedulerUsersOrDefault()
 	all := map[string]policy{
-		PolicyRawGPU:          rawGPUPolicy(),
-		PolicySliceIsolation:  sliceIsolationPolicy(),
-		PolicyReservedEnvKeys: reservedEnvKeysPolicy(),
-		PolicyClaimShape:      claimShapePolicy(),
-		PolicyClaimGrants:     claimGrantsPolicy(),
-		PolicyClaimWholeGPUs:  claimWholeGPUsPolicy(),
-		PolicyClaimCapacity:   claimCapacityPolicy(),
+		PolicyRawGPU:            rawGPUPolicy(),
+		PolicySliceIsolation:    sliceIsolationPolicy(),
+		PolicyReservedEnvKeys:   reservedEnvKeysPolicy(),
+		PolicyClaimShape:        claimShapePolicy(schedulers),
+		PolicyClaimGrants:       claimGrantsPolicy(schedulers),
+		PolicyClaimWholeGPUs:    claimWholeGPUsPolicy(schedulers),
+		PolicyClaimCapacity:     claimCapacityPolicy(schedulers),
+		PolicyExtendedResources: extendedResourcesPolicy(),
+		PolicyExtendedGrants:    extendedGrantsPolicy(),
 	}
 	tenants := &metav1.LabelSelector{MatchLabels: map[string]string{r.tenantLabel(): "true"}}
 	var out []objects.Object
-	for _, name := range []string{PolicyRawGPU, PolicySliceIsolation, PolicyReservedEnvKeys, PolicyClaimShape, PolicyClaimGrants, PolicyClaimWholeGPUs, PolicyClaimCapacity} {
+	for _, name := range PolicyNames {
 		pol := all[name]
 		// A policy that cannot be evaluated denies: an escape must never
 		// pass because an expression failed.
@@ -118,3 +129,13 @@ func celList(items []string) string {
 // celString quotes s as a CEL string literal (the inputs are fixed names
 // and paths without quotes or backslashes).
 func celString(s string) string { return "'" + s + "'" }
+
+// celQuotedList renders strings a configuration supplies (user names) as a
+// CEL list literal, each escaped: Go's quoting is valid CEL.
+func celQuotedList(items []string) string {
+	quoted := make([]string, len(items))
+	for i, s := range items {
+		quoted[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(quoted, ", ") + "]"
+}

@@ -19,8 +19,9 @@ func claimKinds(ops []admissionv1.OperationType) *admissionv1.MatchResources {
 
 // claimVariables find the claim spec of a ResourceClaim or of the claims a
 // ResourceClaimTemplate stamps out, the labels those claims carry, and the
-// field path to name in messages.
-func claimVariables() []admissionv1.Variable {
+// field path to name in messages. schedulers are the users kube-scheduler
+// authenticates as.
+func claimVariables(schedulers []string) []admissionv1.Variable {
 	return []admissionv1.Variable{
 		{Name: "isTemplate", Expression: `request.kind.kind == 'ResourceClaimTemplate'`},
 		{Name: "devicesPath", Expression: `variables.isTemplate ? 'spec.spec.devices' : 'spec.devices'`},
@@ -28,14 +29,17 @@ func claimVariables() []admissionv1.Variable {
 		{Name: "requests", Expression: `variables.devices.?requests.orValue([])`},
 		{Name: "exact", Expression: `variables.requests.filter(r, has(r.exactly))`},
 		{Name: "claimLabels", Expression: `variables.isTemplate ? object.spec.?metadata.?labels.orValue({}) : object.metadata.?labels.orValue({})`},
-		// The scheduler's claim for a pod that asks for a package by its
+		// The scheduler's claim for a pod that asks for a package by an
 		// extended resource name (DRAExtendedResource): unlabelled, one
-		// request per container, count = the quantity asked for. Only the
-		// label and one-slice rules are waived for it; a tenant forging one
-		// gains nothing the quota does not count (devices, not claims).
-		{Name: "schedulerMade", Expression: `!variables.isTemplate && ` +
-			`object.metadata.?annotations[?'` + resourcev1.ExtendedResourceClaimAnnotation + `'].orValue('') == 'true' && ` +
-			`object.metadata.?ownerReferences.orValue([]).exists(o, o.kind == 'Pod' && o.?controller.orValue(false))`},
+		// request per container, count = the quantity asked for. It is
+		// recognised by who makes it, the one thing a tenant cannot write;
+		// the annotation and the owner reference are the tenant's to forge.
+		// Only the one-request and label rules are waived for it: its
+		// counts, capacity and grants are checked as any claim's.
+		{Name: "schedulerMade", Expression: `!variables.isTemplate && request.userInfo.username in ` + celQuotedList(schedulers) + ` && ` +
+			`object.metadata.?annotations[?'` + resourcev1.ExtendedResourceClaimAnnotation + `'].orValue('') == 'true'`},
+		// For messages: the pod the scheduler made the claim for (first).
+		{Name: "forPod", Expression: `object.metadata.?ownerReferences.orValue([]).filter(o, o.kind == 'Pod').map(o, 'pod ' + o.name) + ['its pod']`},
 	}
 }
 
@@ -56,7 +60,7 @@ const documentedShape = `exactly { deviceClassName: <package>, count: 1 (a whole
 // or reconfigures what the class selects. Claim specs are immutable, so updates are checked only
 // when they change labels (the resourceclaim controller's finalizer updates
 // must never be refused).
-func claimShapePolicy() policy {
+func claimShapePolicy(schedulers []string) policy {
 	exactFields := []string{"deviceClassName", "count", "allocationMode", "selectors", "adminAccess", "capacity", "tolerations"}
 	shape := func(field, bad, why string) admissionv1.Validation {
 		list := requestField(field, bad)
@@ -67,7 +71,7 @@ func claimShapePolicy() policy {
 		MatchConstraints: claimKinds(createUpdate),
 		MatchConditions: []admissionv1.MatchCondition{{Name: "creates-or-relabels", Expression: `request.operation == 'CREATE' || ` +
 			`object.metadata.?labels.orValue({}) != oldObject.metadata.?labels.orValue({})`}},
-		Variables: claimVariables(),
+		Variables: claimVariables(schedulers),
 		Validations: []admissionv1.Validation{
 			deny(`variables.schedulerMade || size(variables.requests) == 1`,
 				`variables.devicesPath + '.requests has ' + string(size(variables.requests)) + ' requests: a gpuslice claim has one request; `+
@@ -122,17 +126,19 @@ func selectorNames(quoted ...string) string {
 const grantSuffix = ".deviceclass.resource.k8s.io/devices"
 
 // claimGrantsPolicy admits a claim only for a class the namespace's
-// gpuslice ResourceQuota grants at least one device of. The quota is the
-// binding's params object, looked up in the claim's namespace; without it
-// the claim is refused. Checked on create only: a claim made under a grant
-// stays valid when the grant is withdrawn (the quota still counts it).
-func claimGrantsPolicy() policy {
+// gpuslice ResourceQuota grants at least one device of, and for at most
+// that many. The quota is the binding's params object, looked up in the
+// claim's namespace; without it the claim is refused. The scheduler's
+// claims are held to it like any other. Checked on create only: a claim
+// made under a grant stays valid when the grant is withdrawn (the quota
+// still counts it).
+func claimGrantsPolicy(schedulers []string) policy {
 	overGrant, overGrantRule := claimOverGrant()
 	return policy{
 		spec: admissionv1.ValidatingAdmissionPolicySpec{
 			ParamKind:        &admissionv1.ParamKind{APIVersion: "v1", Kind: "ResourceQuota"},
 			MatchConstraints: claimKinds([]admissionv1.OperationType{admissionv1.Create}),
-			Variables: append(claimVariables(),
+			Variables: append(claimVariables(schedulers),
 				admissionv1.Variable{Name: "granted", Expression: `params.spec.?hard.orValue({}).filter(k, k.endsWith('` + grantSuffix + `') && ` +
 					`quantity(string(params.spec.hard[k])).isGreaterThan(quantity('0'))).map(k, k.substring(0, size(k) - ` +
 					`size('` + grantSuffix + `')))`},

@@ -18,6 +18,12 @@ func DeviceQuotaResource(class string) corev1.ResourceName {
 	return corev1.ResourceName(class + ".deviceclass.resource.k8s.io/devices")
 }
 
+// ExtendedQuotaResource is the ResourceQuota key that counts what a
+// namespace's pods ask for by an extended resource name.
+func ExtendedQuotaResource(name string) corev1.ResourceName {
+	return corev1.ResourceName(corev1.DefaultResourceRequestsPrefix + name)
+}
+
 // ClaimCountResource counts ResourceClaims in a namespace.
 const ClaimCountResource corev1.ResourceName = "count/resourceclaims.resource.k8s.io"
 
@@ -59,6 +65,16 @@ func QuotaHard(s *spec.Stack, q *spec.Quota) corev1.ResourceList {
 	}
 	for name, n := range q.Slices {
 		hard[DeviceQuotaResource(name)] = *resource.NewQuantity(n, resource.DecimalSI)
+	}
+	// A package's extended resource name gets the package's grant too, as
+	// requests.<name>: the quota then counts what pods ask for by that name
+	// (and, DRAExtendedResource, the package's claims as well), and the
+	// extended-resource grants policy reads the grant of a name a pod asks
+	// for from it, since a name alone does not say its class.
+	for _, p := range s.Packages {
+		if p.ExtendedResourceName != "" {
+			hard[ExtendedQuotaResource(p.ExtendedResourceName)] = *resource.NewQuantity(q.Slices[p.Name], resource.DecimalSI)
+		}
 	}
 	for name, value := range map[corev1.ResourceName]string{
 		corev1.ResourceRequestsCPU: q.CPURequests, corev1.ResourceRequestsMemory: q.MemoryRequests,

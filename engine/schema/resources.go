@@ -6,6 +6,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/engine/spec"
 )
 
 // Platform is the gpuslice_platform resource.
@@ -25,6 +26,9 @@ var Platform = Resource{
 		{Name: "time_slicing", Type: cty.Bool, Description: "Whether the node plugins offer every GPU as one time-sliced device too, which time-sliced packages share. Left out: the node plugin's default (" + onOff(contract.DefaultTimeSlicing) + ")."},
 		{Name: "admission_policies", Type: cty.Bool, Default: cty.True,
 			Description: "Install the ValidatingAdmissionPolicies that admit only the documented claim shape in tenant namespaces."},
+		{Name: "scheduler_users", Type: cty.List(cty.String), Default: stringList(spec.DefaultSchedulerUsers),
+			Description: "The users kube-scheduler authenticates as (`request.userInfo.username`). A pod asking for a whole-GPU, fraction or MIG package by its extended resource name gets a ResourceClaim the scheduler makes for it, which the admission policies admit only from these users, never because of the claim's own fields. " +
+				"Default: `system:kube-scheduler`, as kubeadm and most distributions name it; list the name your cluster's scheduler uses (`kubectl auth whoami` with its credentials) if it differs; a scheduler running as a service account is `system:serviceaccount:<namespace>:<name>`."},
 		{Name: "force_destroy", Type: cty.Bool, Default: cty.False,
 			Description: "Remove the node plugin (destroy, or a removed `node_plugin` block) even while pods hold slices. Their claims can then not be unprepared until a node plugin runs again: by default the plan refuses and names them."},
 	},
@@ -77,7 +81,9 @@ var Package = Resource{
 		str("mig_profile", "A Multi-Instance GPU (MIG) profile of `gpu_model` as NVIDIA names it (`nvidia-smi mig -lgip`), e.g. `1g.5gb` or `3g.20gb` of an NVIDIA A100-SXM4-40GB: each slice is one MIG instance of that profile, "+
 			"its memory and compute partitioned by the GPU itself (hardware isolation, no shim). The GPUs must be in MIG mode with instances of the profile created (static MIG). "+
 			"Leave `fraction`, `memory`, `compute_share`, `sharing` and `replicas` out: the profile sets the size."),
-		str("extended_resource_name", "Optional extended resource name (e.g. `gpuslice.dev/v100-8gi`) so pods can request the package as `resources.limits` instead of a claim."),
+		str("extended_resource_name", "Optional extended resource name (e.g. `gpuslice.dev/v100-8gi`) so pods can request the package as `resources.limits` instead of a claim: the scheduler then makes the pod's claim. "+
+			"For fraction, whole-GPU and MIG packages only: the scheduler's claim asks for a count of devices and no capacity, which cannot be an any-size or time-sliced slice (it would get the device's default, not the package). "+
+			"A pod asks for 1 of a fraction or MIG package and for up to its namespace's grant of a whole-GPU (fraction = 100) package; the quota of each namespace counts `requests.<name>` as it counts the package's devices."),
 		computed(Attribute{Name: "memory_bytes", Type: cty.Number, Description: "GPU memory of one slice in bytes (of the whole GPU for a time-sliced package, which shares it; of the instance for a MIG package)."}),
 	}},
 }
@@ -207,4 +213,13 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// stringList is a list(string) default.
+func stringList(items []string) cty.Value {
+	vals := make([]cty.Value, len(items))
+	for i, s := range items {
+		vals[i] = cty.StringVal(s)
+	}
+	return cty.ListVal(vals)
 }

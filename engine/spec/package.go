@@ -97,6 +97,18 @@ func (v *validator) pkg(p *Package, models tables.GPUModels, fractions []int, pl
 			strings.Contains(p.ExtendedResourceName, "kubernetes.io/") || strings.HasPrefix(p.ExtendedResourceName, "nvidia.com/") {
 			v.errorf(p.Address, "extended_resource_name", "Invalid extended resource name", "%q must be a domain-prefixed name outside kubernetes.io and nvidia.com, e.g. \"gpuslice.dev/%s\"", p.ExtendedResourceName, p.Name)
 		}
+		// The scheduler's claim for an extended resource asks for a count of
+		// devices and no capacity: of an any-size or time-sliced device that
+		// is the device's default (a minimal any-size slice, or every share
+		// of the GPU), never the package.
+		if kind := p.Kind(); kind == contract.SharingAnySize || kind == contract.SharingTimeSliced {
+			v.errorf(p.Address, "extended_resource_name", "Extended resource of a shared package",
+				"%s is %s package: a pod asking for it by an extended resource name gets a claim the scheduler makes with no capacity, "+
+					"which takes the device's default instead of the package (%s); remove extended_resource_name, and run the pods as a gpuslice_workload of this package, "+
+					"or give them a ResourceClaimTemplate of class %s with the package's capacity (as a workload's is rendered)",
+				p.Name, map[string]string{contract.SharingAnySize: "an any-size", contract.SharingTimeSliced: "a time-sliced"}[kind],
+				map[string]string{contract.SharingAnySize: "the smallest any-size slice instead of its memory and compute", contract.SharingTimeSliced: "all of the GPU's shares instead of one"}[kind], p.Name)
+		}
 	}
 }
 

@@ -35,7 +35,11 @@ type Platform struct {
 	AnySize           *bool `json:"any_size"`
 	TimeSlicing       *bool `json:"time_slicing"`
 	AdmissionPolicies bool  `json:"admission_policies"`
-	ForceDestroy      bool  `json:"force_destroy"`
+	// SchedulerUsers are the users kube-scheduler authenticates as: the
+	// only requesters whose claims for extended resources the admission
+	// policies treat as the scheduler's.
+	SchedulerUsers []string `json:"scheduler_users"`
+	ForceDestroy   bool     `json:"force_destroy"`
 	// NodePlugin, when set, installs the node plugin's DaemonSet.
 	NodePlugin *NodePlugin `json:"node_plugin"`
 }

@@ -20,6 +20,21 @@ import (
 // platform says otherwise.
 var DefaultFractions = []int{25, 50, 100}
 
+// DefaultSchedulerUsers are the users kube-scheduler authenticates as
+// unless the platform says otherwise: kubeadm's name for it, and the user
+// Kubernetes' bootstrap RBAC gives the scheduler's role to.
+var DefaultSchedulerUsers = []string{"system:kube-scheduler"}
+
+// SchedulerUsersOrDefault returns the users the platform's policies take
+// for kube-scheduler: its scheduler_users, or the default where a platform
+// built in Go left them out.
+func (p *Platform) SchedulerUsersOrDefault() []string {
+	if len(p.SchedulerUsers) > 0 {
+		return p.SchedulerUsers
+	}
+	return DefaultSchedulerUsers
+}
+
 // MaxWorkloadNameLength leaves room for the suffixes of derived objects
 // ("-preload-<hash>") within Kubernetes' 63-character names.
 const MaxWorkloadNameLength = 45

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -20,6 +21,7 @@ func (v *validator) platform(p *Platform) {
 		// the switches say, and needs none of them.
 		v.warningf(p.Address, "fractions", "Only MIG instances offered", "with no fractions, any_size or time_slicing, the node plugins offer only the instances of GPUs in MIG mode, and a plugin on a node with a GPU not in MIG mode fails to start; list fractions, e.g. [25, 50, 100], or set any_size = true, unless every GPU is in MIG mode")
 	}
+	v.schedulerUsers(p)
 	seen := map[int]bool{}
 	for i, f := range p.Fractions {
 		attr := fmt.Sprintf("fractions[%d]", i)
@@ -35,6 +37,29 @@ func (v *validator) platform(p *Platform) {
 	}
 	if np := p.NodePlugin; np != nil {
 		v.nodePlugin(p.Address, np)
+	}
+}
+
+// schedulerUsers checks the names the admission policies compare
+// request.userInfo.username with: they are rendered into CEL and into the
+// platform's ConfigMap (comma-separated).
+func (v *validator) schedulerUsers(p *Platform) {
+	if p.SchedulerUsers != nil && len(p.SchedulerUsers) == 0 {
+		v.errorf(p.Address, "scheduler_users", "No scheduler user", "an empty list would refuse every ResourceClaim kube-scheduler makes for a pod asking for a package by its extended resource name, "+
+			"and such pods would never start; list the user your scheduler authenticates as, or leave scheduler_users out for %q", strings.Join(DefaultSchedulerUsers, ", "))
+	}
+	seen := map[string]bool{}
+	for i, u := range p.SchedulerUsers {
+		attr := fmt.Sprintf("scheduler_users[%d]", i)
+		switch {
+		case strings.TrimSpace(u) != u || u == "":
+			v.errorf(p.Address, attr, "Invalid user name", "%q: give the user name exactly as the API server authenticates the scheduler (e.g. %q), without surrounding spaces", u, DefaultSchedulerUsers[0])
+		case strings.ContainsAny(u, ",") || strings.IndexFunc(u, unicode.IsControl) >= 0:
+			v.errorf(p.Address, attr, "Invalid user name", "%q contains a comma or a control character, which no Kubernetes authenticator gives a component; give the scheduler's user name, e.g. %q", u, DefaultSchedulerUsers[0])
+		case seen[u]:
+			v.errorf(p.Address, attr, "Duplicate user", "%q is listed twice; remove one", u)
+		}
+		seen[u] = true
 	}
 }
 

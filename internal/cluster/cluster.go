@@ -63,6 +63,12 @@ type Cluster struct {
 	Host string
 	// Token authenticates as a cluster admin (group system:masters).
 	Token string
+	// SchedulerKubeconfigPath is kube-scheduler's own kubeconfig: it
+	// authenticates as SchedulerUser, without system:masters, as in a
+	// kubeadm cluster, so that what the scheduler does on behalf of pods
+	// (the ResourceClaims it makes for extended resources) arrives with the
+	// identity a real cluster gives it and only the bootstrap RBAC's rights.
+	SchedulerKubeconfigPath string
 	// CAData is the PEM of the CA that signed the apiserver's certificate.
 	CAData []byte
 	// StartupTime is how long Start took until every component was ready.
@@ -176,8 +182,11 @@ func (c *Cluster) start(ctx context.Context, bins map[string]string, apiPort int
 	}
 	c.CAData = keys.caPEM
 	c.Token = randomToken()
+	schedulerToken := randomToken()
 	tokenFile := filepath.Join(certDir, "tokens.csv")
-	if err := os.WriteFile(tokenFile, []byte(c.Token+`,admin,admin-uid,"system:masters"`+"\n"), 0o600); err != nil {
+	tokens := c.Token + `,admin,admin-uid,"system:masters"` + "\n" +
+		schedulerToken + "," + SchedulerUser + "," + SchedulerUser + "\n"
+	if err := os.WriteFile(tokenFile, []byte(tokens), 0o600); err != nil {
 		return err
 	}
 
@@ -191,7 +200,11 @@ func (c *Cluster) start(ctx context.Context, bins map[string]string, apiPort int
 	}
 	c.Host = "https://127.0.0.1:" + strconv.Itoa(apiPort)
 	c.KubeconfigPath = filepath.Join(c.Dir, "kubeconfig")
-	if err := writeKubeconfig(c.KubeconfigPath, c.Host, c.CAData, c.Token); err != nil {
+	if err := writeKubeconfig(c.KubeconfigPath, c.Host, c.CAData, "admin", c.Token); err != nil {
+		return err
+	}
+	c.SchedulerKubeconfigPath = filepath.Join(c.Dir, "scheduler.kubeconfig")
+	if err := writeKubeconfig(c.SchedulerKubeconfigPath, c.Host, c.CAData, SchedulerUser, schedulerToken); err != nil {
 		return err
 	}
 	client, err := kubernetes.NewForConfig(c.RESTConfig())
@@ -253,10 +266,10 @@ func (c *Cluster) start(ctx context.Context, bins map[string]string, apiPort int
 		return err
 	}
 
+	kubeconfig := func(path string) []string {
+		return []string{"--kubeconfig=" + path, "--authentication-kubeconfig=" + path, "--authorization-kubeconfig=" + path}
+	}
 	common := []string{
-		"--kubeconfig=" + c.KubeconfigPath,
-		"--authentication-kubeconfig=" + c.KubeconfigPath,
-		"--authorization-kubeconfig=" + c.KubeconfigPath,
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--profiling=false",
@@ -266,16 +279,19 @@ func (c *Cluster) start(ctx context.Context, bins map[string]string, apiPort int
 		common = append(common, "--kube-api-qps="+strconv.Itoa(c.qps), "--kube-api-burst="+strconv.Itoa(2*c.qps))
 	}
 	c.logf("starting kube-scheduler and kube-controller-manager")
-	scheduler, err := c.run(KubeScheduler, bins[KubeScheduler], append([]string{
+	scheduler, err := c.run(KubeScheduler, bins[KubeScheduler], append(append([]string{
 		"--secure-port=" + strconv.Itoa(schedPort),
-	}, common...), logDir)
+	}, kubeconfig(c.SchedulerKubeconfigPath)...), common...), logDir)
 	if err != nil {
 		return err
 	}
-	controllers, err := c.run(KubeControllerManager, bins[KubeControllerManager], append([]string{
+	// The controller-manager keeps the admin identity: with
+	// --use-service-account-credentials off it acts as itself for every
+	// controller, and nothing gpuslice admits depends on who it is.
+	controllers, err := c.run(KubeControllerManager, bins[KubeControllerManager], append(append([]string{
 		"--secure-port=" + strconv.Itoa(cmPort),
 		"--service-account-private-key-file=" + keys.SAPrivateKey,
-	}, append(common, c.controllerFlags()...)...), logDir)
+	}, kubeconfig(c.KubeconfigPath)...), append(common, c.controllerFlags()...)...), logDir)
 	if err != nil {
 		return err
 	}

@@ -90,6 +90,7 @@ func TestStartServeStop(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
+	schedulerIdentity(t, c, "node-a")
 	outages(t, c)
 
 	pids := c.PIDs()

@@ -12,11 +12,18 @@ import (
 // ContextName is the kubeconfig context Start writes.
 const ContextName = "gpuslice-local"
 
-func writeKubeconfig(path, host string, caPEM []byte, token string) error {
+// SchedulerUser is the user kube-scheduler authenticates as: the name
+// kubeadm gives it (the CN of its client certificate) and the one the
+// bootstrap RBAC binds the system:kube-scheduler role to.
+const SchedulerUser = "system:kube-scheduler"
+
+// writeKubeconfig writes a kubeconfig whose one context authenticates to
+// host as user with a bearer token.
+func writeKubeconfig(path, host string, caPEM []byte, user, token string) error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[ContextName] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: caPEM}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts[ContextName] = &clientcmdapi.Context{Cluster: ContextName, AuthInfo: "admin"}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts[ContextName] = &clientcmdapi.Context{Cluster: ContextName, AuthInfo: user}
 	cfg.CurrentContext = ContextName
 	return clientcmd.WriteToFile(*cfg, path)
 }

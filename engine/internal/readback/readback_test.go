@@ -24,7 +24,8 @@ import (
 
 func fullPlatform() *spec.Platform {
 	return &spec.Platform{Meta: spec.Meta{Address: "p"}, Namespace: "gpuslice-system", TenantLabel: "example.com/tenant", Fractions: []int{25, 50, 100}, AdmissionPolicies: true,
-		AnySize: ptr.To(true), TimeSlicing: ptr.To(false), ForceDestroy: true, NodePlugin: &spec.NodePlugin{
+		SchedulerUsers: []string{"system:kube-scheduler", "system:serviceaccount:kube-system:second-scheduler"},
+		AnySize:        ptr.To(true), TimeSlicing: ptr.To(false), ForceDestroy: true, NodePlugin: &spec.NodePlugin{
 			Image: "registry.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5", ImagePullPolicy: "Always",
 			NodeSelector: map[string]string{"gpu": "v100"}, DriverRoot: "/run/nvidia/driver", ToolkitConfig: "/etc/nvidia/config.toml", SimulatedGPUs: "v100-32gb:2",
 			Env: map[string]string{"HTTPS_PROXY": "http://proxy:3128"}, Tolerations: []spec.Toleration{{Key: "dedicated", Operator: "Equal", Value: "gpu", Effect: "NoExecute"}},
@@ -130,7 +131,7 @@ func TestReadBackEveryField(t *testing.T) {
 
 	gotPlatform, err := readback.Platform(ctx, c, platform.Namespace, platform)
 	check(t, err, gotPlatform, &spec.Platform{Namespace: platform.Namespace, TenantLabel: platform.TenantLabel, Fractions: platform.Fractions, AdmissionPolicies: true,
-		AnySize: platform.AnySize, TimeSlicing: platform.TimeSlicing, ForceDestroy: true, NodePlugin: platform.NodePlugin})
+		SchedulerUsers: platform.SchedulerUsers, AnySize: platform.AnySize, TimeSlicing: platform.TimeSlicing, ForceDestroy: true, NodePlugin: platform.NodePlugin})
 
 	// what a configuration holds: a fraction's, a time-sliced and a MIG
 	// package's memory and compute share are inferred again

@@ -19,14 +19,17 @@ resource "gpuslice_package" "medium" {
   fraction  = 50
 }
 
+# Whole GPUs the tenant is granted none of, also by the extended resource
+# gpuslice.dev/adm-32gi.
 resource "gpuslice_package" "whole" {
-  name      = "adm-32gi"
-  gpu_model = "Tesla V100-PCIE-32GB"
-  fraction  = 100
+  name                   = "adm-32gi"
+  gpu_model              = "Tesla V100-PCIE-32GB"
+  fraction               = 100
+  extended_resource_name = "gpuslice.dev/adm-32gi"
 }
 
-# Requested by pods as the extended resource gpuslice.dev/adm-l4; the
-# scheduler makes the claim.
+# Requested by pods as the extended resource gpuslice.dev/adm-l4 (one each);
+# the scheduler makes the claim.
 resource "gpuslice_package" "l4" {
   name                   = "adm-l4"
   gpu_model              = "NVIDIA L4"
@@ -35,18 +38,20 @@ resource "gpuslice_package" "l4" {
 }
 
 # Not granted to the tenant: a pod asking for it by its implicit extended
-# resource name (deviceclass.resource.kubernetes.io/adm-l4-half) waits.
+# resource name (deviceclass.resource.kubernetes.io/adm-l4-half) is refused.
 resource "gpuslice_package" "l4_half" {
   name      = "adm-l4-half"
   gpu_model = "NVIDIA L4"
   fraction  = 50
 }
 
-# Whole GPUs, granted three: claims may ask for up to three devices of it.
+# Whole GPUs, granted three: claims, and pods by the extended resource
+# gpuslice.dev/adm-l4-whole or the implicit name, may ask for up to three.
 resource "gpuslice_package" "l4_whole" {
-  name      = "adm-l4-whole"
-  gpu_model = "NVIDIA L4"
-  fraction  = 100
+  name                   = "adm-l4-whole"
+  gpu_model              = "NVIDIA L4"
+  fraction               = 100
+  extended_resource_name = "gpuslice.dev/adm-l4-whole"
 }
 
 # Any size: 6 GiB and 20 % of a V100, cut from its any-size device; and a
@@ -76,9 +81,10 @@ resource "gpuslice_package" "shared" {
 # MIG: one 1g.5gb instance of an A100, isolated by the GPU; and a 3g.20gb
 # the tenant is not granted.
 resource "gpuslice_package" "mig" {
-  name        = "adm-mig-1g"
-  gpu_model   = "NVIDIA A100-SXM4-40GB"
-  mig_profile = "1g.5gb"
+  name                   = "adm-mig-1g"
+  gpu_model              = "NVIDIA A100-SXM4-40GB"
+  mig_profile            = "1g.5gb"
+  extended_resource_name = "gpuslice.dev/adm-mig-1g"
 }
 
 resource "gpuslice_package" "mig_large" {
