@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -309,5 +310,16 @@ func policyRefusal(t *testing.T, err error, want string) string {
 	if !strings.Contains(err.Error(), want) {
 		t.Fatalf("refused with the wrong reason:\n got: %v\nwant: …%s…", err, want)
 	}
-	return err.Error()
+	return policyAndReason(err.Error())
+}
+
+var denial = regexp.MustCompile(`ValidatingAdmissionPolicy '([^']+)' .* denied request: (.*)$`)
+
+// policyAndReason shortens the API server's refusal to the policy's name
+// and the reason the tenant reads.
+func policyAndReason(msg string) string {
+	if m := denial.FindStringSubmatch(msg); m != nil {
+		return m[1] + ": " + m[2]
+	}
+	return msg
 }

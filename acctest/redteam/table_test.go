@@ -33,7 +33,9 @@ type rows struct {
 // expected when it passed, escaped when it failed.
 func attack(t *testing.T, layer, expected string) *row {
 	t.Helper()
-	r := &row{attack: t.Name()[strings.Index(t.Name(), "/")+1:], layer: layer, expected: expected}
+	// the subtest's name as written (go test turns its spaces into _)
+	name := strings.ReplaceAll(t.Name()[strings.Index(t.Name(), "/")+1:], "_", " ")
+	r := &row{attack: name, layer: layer, expected: expected}
 	t.Cleanup(func() {
 		switch {
 		case t.Failed():
@@ -58,12 +60,12 @@ func (t *rows) print(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "\nred team: %d attacks\n", len(t.rows))
-	fmt.Fprintf(w, "%-44s  %-22s  %-9s  %-9s  %s\n", "ATTACK", "LAYER", "EXPECTED", "OUTCOME", "DETAIL")
+	fmt.Fprintf(w, "%-60s  %-22s  %-9s  %-9s  %s\n", "ATTACK", "LAYER", "EXPECTED", "OUTCOME", "DETAIL")
 	for _, r := range t.rows {
 		d := strings.Join(strings.Fields(r.detail), " ")
-		if len(d) > 140 {
-			d = d[:137] + "..."
+		if len(d) > 160 {
+			d = d[:157] + "..."
 		}
-		fmt.Fprintf(w, "%-44s  %-22s  %-9s  %-9s  %s\n", r.attack, r.layer, r.expected, r.outcome, d)
+		fmt.Fprintf(w, "%-60s  %-22s  %-9s  %-9s  %s\n", r.attack, r.layer, r.expected, r.outcome, d)
 	}
 }
