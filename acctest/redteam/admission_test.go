@@ -91,7 +91,9 @@ func TestAdmission(t *testing.T) {
 			_, err := s.alice.ResourceV1().ResourceClaims(red).Create(ctx, c.claim, metav1.CreateOptions{})
 			if err == nil {
 				// admitted: out of the quota the next attacks need
-				t.Cleanup(func() { _ = s.admin.ResourceV1().ResourceClaims(red).Delete(context.Background(), c.claim.Name, metav1.DeleteOptions{}) })
+				t.Cleanup(func() {
+					_ = s.admin.ResourceV1().ResourceClaims(red).Delete(context.Background(), c.claim.Name, metav1.DeleteOptions{})
+				})
 			}
 			r.detail = policyRefusal(t, err, c.want)
 		})
