@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -182,6 +183,83 @@ func TestPrepareHoldsEachClaimToItsPackage(t *testing.T) {
 	for _, cfg := range cfgs {
 		assertNothingLeft(t, cfg.CDIDir, cfg.AccountingRoot)
 	}
+}
+
+// TestExtendedResourceClaims: a pod asking for a package
+// by its DeviceClass's implicit extended resource name gets a claim the
+// scheduler writes, with a count and no capacity. Prepare refuses what that
+// hands out beyond the package: the any-size device's default (256Mi, 1 %),
+// the time-sliced device's default (every share: the whole GPU), two 25 %
+// slices in one claim; and prepares what is the package: two whole GPUs,
+// one 25 % slice.
+func TestExtendedResourceClaims(t *testing.T) {
+	const anyNode, tsNode, partNode = "ext-any", "ext-ts", "ext-part"
+	e := newEnv(t, anyNode, tsNode, partNode)
+	_, anyCfg := e.startPluginWith(anyNode, 1, publish.Options{Fractions: contract.DefaultFractions, AnySize: true})
+	_, tsCfg := e.startPluginWith(tsNode, 1, publish.Options{Fractions: contract.DefaultFractions, TimeSliced: true})
+	_, partCfg := e.startPlugin(partNode, 4)
+	e.waitSlices(anyNode, 7+1)
+	e.waitSlices(tsNode, 7+1)
+	e.waitSlices(partNode, 4*7)
+	anyK, _ := dialKubelet(t, anyCfg)
+	tsK, _ := dialKubelet(t, tsCfg)
+	partK, _ := dialKubelet(t, partCfg)
+
+	quarter := e.class(25)
+	for _, tc := range []struct {
+		pod, class, node string
+		count            int64
+		k                *kubeletsim.Client
+		refusal          string // empty: prepared
+	}{
+		// whole GPUs first: the quarters then fit on the other two GPUs
+		{"wholes", e.class(100), partNode, 2, partK, ""},
+		{"any", e.anySizeClass("6Gi", 20), anyNode, 1, anyK, "was allocated 256Mi of memory and 1% compute of device gpu-0-any-size"},
+		{"ts", e.timeSlicedClass(2), tsNode, 1, tsK, "was allocated 1000000 shares (all of them) of device gpu-0-time-sliced"},
+		{"quarters", quarter, partNode, 2, partK, "was allocated 2 devices"},
+		{"quarter", quarter, partNode, 1, partK, ""},
+	} {
+		cl := e.extendedResourcePod(tc.pod, tc.node, "deviceclass.resource.kubernetes.io/"+tc.class, tc.count)
+		_, err := tc.k.Prepare(e.ctx, cl)
+		switch {
+		case tc.refusal == "" && err != nil:
+			t.Errorf("%s: %d of package %s by its extended resource refused: %v", tc.pod, tc.count, tc.class, err)
+		case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal) || !strings.Contains(err.Error(), "not through an extended resource") && tc.count == 1):
+			t.Errorf("%s: %d of package %s by its extended resource: %v, want a refusal saying %q", tc.pod, tc.count, tc.class, err, tc.refusal)
+		}
+	}
+}
+
+// extendedResourcePod creates a pod on node asking for count of an
+// extended resource backed by DRA and returns the claim the scheduler
+// made for it once the pod is bound.
+func (e *env) extendedResourcePod(name, node, resourceName string, count int64) *resourcev1.ResourceClaim {
+	e.tb.Helper()
+	_, err := e.client.CoreV1().Pods(e.ns).Create(e.ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"kubernetes.io/hostname": node},
+			Containers: []corev1.Container{{Name: "app", Image: "app", Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{corev1.ResourceName(resourceName): *resource.NewQuantity(count, resource.DecimalSI)},
+			}}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	var cl *resourcev1.ResourceClaim
+	err = wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		po, err := e.client.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || po.Spec.NodeName == "" || po.Status.ExtendedResourceClaimStatus == nil {
+			return false, err
+		}
+		cl, err = e.client.ResourceV1().ResourceClaims(e.ns).Get(ctx, po.Status.ExtendedResourceClaimStatus.ResourceClaimName, metav1.GetOptions{})
+		return err == nil && cl.Status.Allocation != nil, err
+	})
+	if err != nil {
+		e.tb.Fatalf("pod %s asking for %d %s: not bound with an allocated claim: %v", name, count, resourceName, err)
+	}
+	return cl
 }
 
 // TestPrepareReadsAChangedPackage: a package changed after the plugin
