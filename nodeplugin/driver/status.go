@@ -169,6 +169,7 @@ func (p *Plugin) reportRefusal(claim *resourceapi.ResourceClaim, err error) {
 			WithMessage(r.msg).WithLastTransitionTime(metav1.Now())))
 	}
 	apply := resourceapply.ResourceClaim(claim.Name, claim.Namespace).WithUID(claim.UID).WithStatus(status)
+	p.log.Info("refused to prepare a claim", "claim", claim.Namespace+"/"+claim.Name, "reason", r.reason, "message", r.msg)
 	go func() {
 		ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 		defer cancel()
