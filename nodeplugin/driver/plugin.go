@@ -33,6 +33,7 @@ type Plugin struct {
 	host    cdispec.Host
 	ckpt    *checkpoint.File
 	bootID  string
+	classes *deviceClasses
 	metrics *metrics.Plugin
 
 	mu       sync.Mutex
@@ -86,6 +87,7 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 	if err := p.setUpHost(); err != nil {
 		return nil, err
 	}
+	p.classes = watchDeviceClasses(ctx, cfg.Client)
 	p.checkToolkit(ctx)
 	if err := p.reconcileWithCheckpoint(ctx); err != nil {
 		return nil, err

@@ -47,8 +47,9 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	podsChanged := false
 	for _, claim := range claims {
 		uid := string(claim.UID)
-		entry, err := p.checkpointEntry(claim)
+		entry, err := p.checkpointEntry(ctx, claim)
 		if err != nil {
+			p.reportRefusal(claim, err)
 			fail(uid, err)
 			continue
 		}
