@@ -228,6 +228,7 @@ class Proof:
         self.real = False
         self.fake_state = None
         self.offsets = {}
+        self.limits = {}
         self.ctx_overhead = 0
         self.card = {}
         self.discovered = None
@@ -255,13 +256,30 @@ class Proof:
             self.nclaims += 1
             self.fake_state = os.path.join(self.claims, "fakegpu-%d" % self.nclaims)
 
+    def write_limits(self, d, limit, share):
+        """The claim's limits file, as the node plugin writes it when it
+        prepares a claim (layout from gpuslice.h); the library reads its
+        limits there, not in the environment."""
+        L = self.limits
+        b = bytearray(L["SIZE"])
+        struct.pack_into("<QII", b, L["OFF_MAGIC"], L["MAGIC"], L["VERSION"], L["SIZE"])
+        struct.pack_into("<Q", b, L["OFF_MEMORY_LIMIT"], limit)
+        struct.pack_into("<I", b, L["OFF_COMPUTE_SHARE"], share)
+        struct.pack_into("<I", b, L["OFF_COMPUTE_WINDOW_MS"], L["WINDOW_MS"])
+        struct.pack_into("<I", b, L["OFF_SAMPLE_PERIOD_MS"], 200)
+        struct.pack_into("<Q", b, L["OFF_CONTEXT_OVERHEAD"], self.ctx_overhead)
+        struct.pack_into("<Q", b, L["OFF_CREATED_UNIX_NS"], time.time_ns())
+        with open(os.path.join(d, "gpuslice.limits"), "wb") as f:
+            f.write(b)
+
     def claim(self, limit, share, **extra):
         """The environment of a process in a new claim: what the node plugin's
         CDI spec sets, with the library in LD_PRELOAD instead of
-        /etc/ld.so.preload."""
+        /etc/ld.so.preload, and the claim's limits file."""
         self.nclaims += 1
         d = os.path.join(self.claims, "claim-%d" % self.nclaims)
         os.makedirs(d)
+        self.write_limits(d, limit, share)
         env = self.base_env()
         env.update({"GPUSLICE_MEMORY_LIMIT": str(limit), "GPUSLICE_COMPUTE_SHARE": str(share),
                     "GPUSLICE_ACCOUNTING_DIR": d, "LD_PRELOAD": self.shim_lib})
@@ -332,6 +350,9 @@ class Proof:
             self.offsets[name] = int(val)
         m = re.search(r"^#define GPUSLICE_DEFAULT_CONTEXT_OVERHEAD (\d+)ULL$", h, re.M)
         self.ctx_overhead = int(m.group(1))
+        for name, val in re.findall(r"^#define GPUSLICE_LIMITS_(\w+) (0x[0-9a-f]+|\d+)(?:ULL|u)?\b", h, re.M):
+            self.limits[name] = int(val, 0)
+        self.limits["WINDOW_MS"] = int(re.search(r"^#define GPUSLICE_DEFAULT_COMPUTE_WINDOW_MS (\d+)u$", h, re.M).group(1))
 
     def build_all(self):
         for d in (self.build, self.claims):
