@@ -121,7 +121,7 @@ func TestStopsTheProcessThatGrewMost(t *testing.T) {
 	if got := e.Sample(); len(got) != 0 {
 		t.Fatalf("kills within the limits: %+v", got)
 	}
-	if l := observed(t, a.LimitsFile); l.ObservedUsed != 6*GiB || l.ObservedSeq != 1 {
+	if l := observed(t, a.LimitsFile); l.ObservedUsed != 6*GiB || l.ObservedSeq != 2 {
 		t.Errorf("claim a observed %d (seq %d), want 6 GiB", l.ObservedUsed, l.ObservedSeq)
 	}
 	if l := observed(t, b.LimitsFile); l.ObservedUsed != 7*GiB {
@@ -170,7 +170,7 @@ func TestStopsTheProcessThatGrewMost(t *testing.T) {
 	if v := counter(t, reg, "a"); v != 4 {
 		t.Errorf("kills counted for claim a: %v, want 4", v)
 	}
-	if l := observed(t, b.LimitsFile); l.ObservedUsed != 7*GiB || l.ObservedSeq != 4 {
+	if l := observed(t, b.LimitsFile); l.ObservedUsed != 7*GiB || l.ObservedSeq != 8 {
 		t.Errorf("claim b observed %d (seq %d), want its 7 GiB, unchanged, at every sample", l.ObservedUsed, l.ObservedSeq)
 	}
 }
@@ -248,8 +248,8 @@ func TestUnreadableGPUKeepsObservation(t *testing.T) {
 	e.Sample()
 	n.broken["GPU-0"] = true
 	e.Sample()
-	if l := observed(t, c.LimitsFile); l.ObservedUsed != 5*GiB || l.ObservedSeq != 1 {
-		t.Errorf("observation after an unreadable sample: %d bytes, seq %d; want the last one, 5 GiB, seq 1", l.ObservedUsed, l.ObservedSeq)
+	if l := observed(t, c.LimitsFile); l.ObservedUsed != 5*GiB || l.ObservedSeq != 2 {
+		t.Errorf("observation after an unreadable sample: %d bytes, seq %d; want the last one, 5 GiB, seq 2", l.ObservedUsed, l.ObservedSeq)
 	}
 }
 

@@ -233,12 +233,16 @@ func OpenObserver(path string) (*Observer, error) {
 	return &Observer{m: m}, nil
 }
 
-// Observe records that the claim's processes held used bytes at t: the
-// amount first, then the sequence number the library waits on.
+// Observe records that the claim's processes held used bytes when the
+// sample that measured them began, at t. The sequence number is a sequence
+// lock: odd while the two fields are written, so a reader never pairs an
+// amount with another observation's time.
 func (o *Observer) Observe(used uint64, t time.Time) {
+	seq := o.word(limOffObservedSeq)
+	atomic.AddUint64(seq, 1)
 	atomic.StoreUint64(o.word(limOffObservedUsed), used)
 	atomic.StoreUint64(o.word(limOffObservedUnixNS), uint64(t.UnixNano()))
-	atomic.AddUint64(o.word(limOffObservedSeq), 1)
+	atomic.AddUint64(seq, 1)
 }
 
 func (o *Observer) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&o.m[off])) }

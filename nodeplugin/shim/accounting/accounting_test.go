@@ -269,7 +269,7 @@ func TestLimitsFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := l
-	want.ObservedUsed, want.ObservedSeq, want.Observed = 5<<30, 2, at
+	want.ObservedUsed, want.ObservedSeq, want.Observed = 5<<30, 4, at
 	if got != want {
 		t.Errorf("read back %+v, want %+v", got, want)
 	}

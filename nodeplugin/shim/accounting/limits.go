@@ -45,7 +45,8 @@ type Limits struct {
 	Created         time.Time
 
 	// ObservedUsed is the device memory NVML showed for the claim's
-	// processes at Observed; ObservedSeq counts the observations.
+	// processes in the sample begun at Observed; ObservedSeq is twice the
+	// number of observations (odd while one is written).
 	ObservedUsed uint64
 	ObservedSeq  uint64
 	Observed     time.Time

@@ -25,10 +25,12 @@
  * The library charges each device allocation against the region before the
  * allocation happens, so the claim as a whole stays within memory_limit of
  * the limits file. It charges against the larger of the region's `used` and
- * the limits file's observed_used, so a process that zeroes `used` is
- * refused again once the plugin's next observation lands; the plugin's
- * enforcer stops any process of a claim over its limit (it also catches what
- * never calls the library: static binaries, direct driver calls).
+ * the limits file's observed_used plus what the charging process itself
+ * charged and freed since that observation's sample began. A process that
+ * zeroes `used` can thus take more only until the plugin's next observation
+ * counts what the claim really holds; the plugin's enforcer stops any
+ * process of a claim over its limit (it also catches what never calls the
+ * library: static binaries, direct driver calls).
  *
  * WHERE THE LIBRARY LOOKS
  *   If GPUSLICE_CONTAINER_LIMITS exists, it is the claim's container: the
@@ -96,8 +98,8 @@
  *                           because only the lock holder may do it).
  *
  * INVARIANTS (among processes that follow the protocol)
- *   max(header.used, limits.observed_used) <= limits.memory_limit after every
- *   charge (a charge is a compare-and-swap that fails rather than overshoot);
+ *   header.used <= limits.memory_limit after every charge (a charge is a
+ *   compare-and-swap that fails rather than overshoot);
  *   header.used >= the sum of the live slots' used (a slot is charged after
  *   the header and credited before it, so a crash between the two steps can
  *   only leave the header too high, never too low; such a leftover is
@@ -180,8 +182,9 @@ struct gpuslice_limits {
 	uint64_t reserved0;         /*  56 */
 	/* updated in place by the plugin's enforcer (atomic stores) */
 	uint64_t observed_used;     /*  64 device memory NVML shows for the claim's processes */
-	uint64_t observed_seq;      /*  72 incremented after each observation */
-	uint64_t observed_unix_ns;  /*  80 when observed_used was measured */
+	uint64_t observed_seq;      /*  72 a sequence lock: odd while the two fields around it
+	                             *     are written, +2 per observation, 0 before the first */
+	uint64_t observed_unix_ns;  /*  80 CLOCK_REALTIME when the sample began */
 	uint64_t reserved1[5];      /*  88 */
 };
 

@@ -95,9 +95,22 @@ void gs_limits_after_fork(void)
 	gs.lim = NULL;
 }
 
-uint64_t gs_observed(void)
+/* observed_seq is a sequence lock: odd while the plugin writes the
+ * observation, +2 for each one. */
+bool gs_observation(uint64_t *used, uint64_t *at)
 {
-	return gs.lim ? __atomic_load_n(&gs.lim->observed_used, __ATOMIC_ACQUIRE) : 0;
+	if (!gs.lim)
+		return false;
+	for (int tries = 0; tries < 1000; tries++) {
+		uint64_t s1 = __atomic_load_n(&gs.lim->observed_seq, __ATOMIC_ACQUIRE);
+		if (s1 & 1)
+			continue;
+		*used = __atomic_load_n(&gs.lim->observed_used, __ATOMIC_ACQUIRE);
+		*at = __atomic_load_n(&gs.lim->observed_unix_ns, __ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&gs.lim->observed_seq, __ATOMIC_ACQUIRE) == s1)
+			return s1 != 0;
+	}
+	return false;
 }
 
 /* Waits for the plugin's next observation, at most a few sample periods;
@@ -106,7 +119,7 @@ bool gs_wait_observation(void)
 {
 	if (!gs.lim)
 		return false;
-	uint64_t seq = __atomic_load_n(&gs.lim->observed_seq, __ATOMIC_ACQUIRE);
+	uint64_t seq = __atomic_load_n(&gs.lim->observed_seq, __ATOMIC_ACQUIRE) & ~1ull;
 	uint64_t period = gs.lim->sample_period_ms ? gs.lim->sample_period_ms : 200;
 	if (period > 1000)
 		period = 1000;
@@ -114,9 +127,8 @@ bool gs_wait_observation(void)
 	struct timespec ts = {.tv_sec = 0, .tv_nsec = 5000000};
 	while (gs_now_ns() < deadline) {
 		nanosleep(&ts, NULL);
-		/* two increments: the first may have been the sample in flight when
-		 * the memory was freed */
-		if (__atomic_load_n(&gs.lim->observed_seq, __ATOMIC_ACQUIRE) >= seq + 2)
+		/* one whole observation begun after this call */
+		if (__atomic_load_n(&gs.lim->observed_seq, __ATOMIC_ACQUIRE) >= seq + 4)
 			return true;
 	}
 	return false;

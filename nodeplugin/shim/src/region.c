@@ -17,6 +17,62 @@
 
 static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER; /* reclaim scans share our OFD */
 
+/* ---- this process's changes the plugin's observation cannot hold yet ----
+ * The observation is the claim's device memory when the plugin's last sample
+ * began; what this process charged or credited since then is added to it.
+ * By 10 ms of CLOCK_REALTIME (the plugin's clock too): a charge in the
+ * bucket holding the sample's start counts (it may be in the observation as
+ * well: a refusal that double counting causes waits for the next
+ * observation), a credit there does not (the memory may have been freed
+ * before the sample: not counting it never lets the claim take more). */
+#define RECENT_NS 10000000ull
+#define RECENT_BUCKETS 256u /* 2.56 s: an older observation only the region's count refines */
+struct recent_bucket {
+	uint64_t id; /* unix time / RECENT_NS */
+	uint64_t plus, minus;
+};
+static struct recent_bucket recent[RECENT_BUCKETS];
+static pthread_mutex_t recent_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void note_recent(uint64_t plus, uint64_t minus)
+{
+	uint64_t id = gs_unix_ns() / RECENT_NS;
+	pthread_mutex_lock(&recent_mu);
+	struct recent_bucket *b = &recent[id % RECENT_BUCKETS];
+	if (b->id != id) {
+		b->id = id;
+		b->plus = b->minus = 0;
+	}
+	b->plus += plus;
+	b->minus += minus;
+	pthread_mutex_unlock(&recent_mu);
+}
+
+/* The claim's memory as observed at unix time `at`, with this process's
+ * changes since; 0 without an observation in the last RECENT_BUCKETS. */
+static uint64_t observed_now(void)
+{
+	uint64_t obs, at;
+	if (!gs_observation(&obs, &at))
+		return 0;
+	uint64_t first = at / RECENT_NS, now = gs_unix_ns() / RECENT_NS;
+	if (now < first || now - first >= RECENT_BUCKETS)
+		return obs;
+	int64_t net = 0;
+	pthread_mutex_lock(&recent_mu);
+	for (uint64_t id = first; id <= now; id++) {
+		struct recent_bucket *b = &recent[id % RECENT_BUCKETS];
+		if (b->id != id)
+			continue;
+		net += (int64_t)b->plus;
+		if (id > first)
+			net -= (int64_t)b->minus;
+	}
+	pthread_mutex_unlock(&recent_mu);
+	return net < 0 && (uint64_t)-net > obs ? 0 : obs + (uint64_t)net;
+}
+
+
 /* ---- locks ---- */
 
 static int ofd_lock(int fd, uint64_t off, short type, int wait)
@@ -296,6 +352,8 @@ void gs_region_after_fork(void)
 	gs.slot = NULL;
 	gs.slot_idx = -1;
 	pthread_mutex_init(&slot_mu, NULL);
+	memset(recent, 0, sizeof recent); /* the child's changes are its own */
+	pthread_mutex_init(&recent_mu, NULL);
 }
 
 /* ---- charging ---- */
@@ -303,11 +361,11 @@ void gs_region_after_fork(void)
 static inline bool fits(uint64_t used, uint64_t n, uint64_t lim) { return n <= lim && used <= lim - n; }
 
 /* Charges against the larger of the region's count and the plugin's
- * observation (a process may have zeroed the count; only the observation
- * cannot be written from the container). A refusal first reclaims dead
- * processes' shares; one that only the observation refuses waits for the
- * plugin's next one once, since memory freed a moment ago is still in the
- * last observation. */
+ * observation with this process's changes since (a process may have zeroed
+ * the count; only the observation cannot be written from the container). A
+ * refusal first reclaims dead processes' shares; one that only the
+ * observation refuses waits for the plugin's next one once: another process
+ * may have freed memory since the last one. */
 static int charge(uint64_t n, int ctx)
 {
 	int m = gs_ensure();
@@ -321,9 +379,10 @@ static int charge(uint64_t n, int ctx)
 	uint64_t u, obs;
 	for (;;) {
 		u = __atomic_load_n(&h->used, __ATOMIC_RELAXED);
-		obs = gs_observed();
+		obs = observed_now();
 		while (fits(u > obs ? u : obs, n, lim)) {
 			if (__atomic_compare_exchange_n(&h->used, &u, u + n, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+				note_recent(n, 0);
 				/* header first, slot second: a crash in between leaves the
 				 * header high (healed later), never low */
 				__atomic_fetch_add(&gs.slot->used, n, __ATOMIC_RELAXED);
@@ -360,6 +419,7 @@ static void credit(uint64_t n, int ctx)
 {
 	if (!n || __atomic_load_n(&gs.mode, __ATOMIC_ACQUIRE) != GS_ENFORCE)
 		return;
+	note_recent(0, n);
 	/* slot first, header second: see charge() */
 	sat_sub(&gs.slot->used, n);
 	if (ctx)

@@ -214,8 +214,9 @@ void gs_limits_pick_dir(void);
  * gs.broken says why. */
 int gs_limits_open(void);
 void gs_limits_after_fork(void);
-/* The claim's memory as the plugin last observed it (0 before any). */
-uint64_t gs_observed(void);
+/* The plugin's last observation of the claim's memory and the unix time
+ * (ns) its sample began; false before the first. */
+bool gs_observation(uint64_t *used, uint64_t *at_unix_ns);
 /* Waits until an observation made after this call has landed; false when
  * none came within a few sample periods. */
 bool gs_wait_observation(void);
