@@ -100,7 +100,7 @@ func (p *Plugin) killEvent(ctx context.Context, k enforce.Kill) error {
 		"Run CUDA programs with the library loaded (a dynamically linked program in the claim's container), or use a package with more memory.",
 		proc, k.GPU, k.Process.Used>>20, k.Process.Grew>>20, c.Name, k.ClaimUsed>>20, k.Limit>>20)
 	ev := &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{GenerateName: regarding.Name + ".", Namespace: c.Namespace},
+		ObjectMeta:          metav1.ObjectMeta{GenerateName: regarding.Name + "-gpu-memory-", Namespace: c.Namespace},
 		EventTime:           metav1.NewMicroTime(k.At),
 		ReportingController: "gpuslice.dev/nodeplugin",
 		ReportingInstance:   "gpuslice-nodeplugin-" + p.cfg.NodeName,
