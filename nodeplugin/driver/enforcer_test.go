@@ -55,7 +55,7 @@ func TestKillEvent(t *testing.T) {
 	p := &Plugin{ctx: context.Background(), cfg: Config{Client: client, NodeName: "node-1"}}
 	k := enforce.Kill{
 		Claim: enforce.Claim{UID: "claim-1", Namespace: "team-a", Name: "slice"}, GPU: "GPU-0", PodUID: "pod-1",
-		Process: enforce.Process{PID: 4242, Used: 10 << 30, Grew: 10 << 30, Command: "bypass", ContainerPID: 7},
+		Process:   enforce.Process{PID: 4242, Used: 10 << 30, Grew: 10 << 30, Command: "bypass", ContainerPID: 7},
 		ClaimUsed: 10 << 30, Limit: 8 << 30, At: time.Now(),
 	}
 	if err := p.killEvent(context.Background(), k); err != nil {
