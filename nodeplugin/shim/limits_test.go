@@ -167,6 +167,30 @@ func TestAllocationAfterFreeIsNotRefused(t *testing.T) {
 	}
 }
 
+// A process that allocates and frees most of its slice in a loop, right
+// after an observation, is never refused: its frees since the sample count
+// as its allocations do.
+func TestChurnAfterObservationIsNotRefused(t *testing.T) {
+	e := shimtest.NewEnv(t, slice)
+	p := start(t, e.Command(true, "gs_probe", "interactive"))
+	obs, err := accounting.OpenObserver(e.LimitsFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	obs.Observe(shimtest.ContextBytes, time.Now())
+	for i := range 50 {
+		r := p.say("alloc " + strconv.FormatUint(7*GiB, 10))
+		ptr, ok := strings.CutPrefix(r, "ok ")
+		if !ok {
+			t.Fatalf("round %d: 7 GiB of the 8 GiB slice, just freed: %s", i, r)
+		}
+		if r := p.say("free " + ptr); r != "rc 0" {
+			t.Fatalf("free: %s", r)
+		}
+	}
+}
+
 // poke writes a little-endian uint64 at off, as a process of the claim can.
 func poke(t *testing.T, path string, off int64, v uint64) {
 	t.Helper()

@@ -19,12 +19,14 @@ static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER; /* reclaim scans sha
 
 /* ---- this process's changes the plugin's observation cannot hold yet ----
  * The observation is the claim's device memory when the plugin's last sample
- * began; what this process charged or credited since then is added to it.
- * By 10 ms of CLOCK_REALTIME (the plugin's clock too): a charge in the
- * bucket holding the sample's start counts (it may be in the observation as
- * well: a refusal that double counting causes waits for the next
- * observation), a credit there does not (the memory may have been freed
- * before the sample: not counting it never lets the claim take more). */
+ * began; what this process charged and credited since then is added to it,
+ * to 10 ms (buckets of CLOCK_REALTIME, the plugin's clock too, from the one
+ * holding the sample's start). Charges and credits count alike, so a
+ * process that allocates and frees in a loop adds nothing. Around the
+ * sample's start either may already be in the observation: counted twice,
+ * a charge makes a refusal that waits for the next observation; a credit
+ * lets this process take that much more until the next observation, which
+ * the plugin's enforcer then holds to the limit. */
 #define RECENT_NS 10000000ull
 #define RECENT_BUCKETS 256u /* 2.56 s: an older observation only the region's count refines */
 struct recent_bucket {
@@ -34,9 +36,18 @@ struct recent_bucket {
 static struct recent_bucket recent[RECENT_BUCKETS];
 static pthread_mutex_t recent_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* CLOCK_REALTIME_COARSE: a few ns instead of tens on every charge and
+ * credit, and a few ms behind, which the 10 ms buckets absorb. */
+static uint64_t coarse_unix_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void note_recent(uint64_t plus, uint64_t minus)
 {
-	uint64_t id = gs_unix_ns() / RECENT_NS;
+	uint64_t id = coarse_unix_ns() / RECENT_NS;
 	pthread_mutex_lock(&recent_mu);
 	struct recent_bucket *b = &recent[id % RECENT_BUCKETS];
 	if (b->id != id) {
@@ -55,18 +66,15 @@ static uint64_t observed_now(void)
 	uint64_t obs, at;
 	if (!gs_observation(&obs, &at))
 		return 0;
-	uint64_t first = at / RECENT_NS, now = gs_unix_ns() / RECENT_NS;
+	uint64_t first = at / RECENT_NS, now = coarse_unix_ns() / RECENT_NS + 1;
 	if (now < first || now - first >= RECENT_BUCKETS)
 		return obs;
 	int64_t net = 0;
 	pthread_mutex_lock(&recent_mu);
 	for (uint64_t id = first; id <= now; id++) {
 		struct recent_bucket *b = &recent[id % RECENT_BUCKETS];
-		if (b->id != id)
-			continue;
-		net += (int64_t)b->plus;
-		if (id > first)
-			net -= (int64_t)b->minus;
+		if (b->id == id)
+			net += (int64_t)b->plus - (int64_t)b->minus;
 	}
 	pthread_mutex_unlock(&recent_mu);
 	return net < 0 && (uint64_t)-net > obs ? 0 : obs + (uint64_t)net;
