@@ -22,14 +22,15 @@ const (
 	// ContainerLimitsPath exists (a claim's container). Default:
 	// ContainerAccountingDir.
 	EnvAccountingDir = "GPUSLICE_ACCOUNTING_DIR"
-	// EnvComputeBurst, "1", lets the claim use GPU time other processes leave
-	// idle. Default "0": paced to its share even when alone on the GPU.
+	// EnvComputeBurst, "0", turns off the burst the limits file may allow
+	// (using GPU time other processes leave idle); "1" cannot turn it on.
 	EnvComputeBurst = "GPUSLICE_COMPUTE_BURST"
-	// EnvComputeWindowMS is the pacing window in milliseconds: an idle claim
-	// may run share% of one window back to back before pacing starts.
+	// EnvComputeWindowMS is the pacing window in milliseconds, shorter than
+	// the limits file's only: an idle claim may run share% of one window back
+	// to back before pacing starts.
 	EnvComputeWindowMS = "GPUSLICE_COMPUTE_WINDOW_MS"
 	// EnvContextOverhead is the device memory charged for each CUDA context,
-	// in bytes.
+	// in bytes, more than the limits file's only.
 	EnvContextOverhead = "GPUSLICE_CONTEXT_OVERHEAD"
 	// EnvDebug, "1", logs the library's decisions on stderr.
 	EnvDebug = "GPUSLICE_DEBUG"

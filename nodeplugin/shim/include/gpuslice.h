@@ -123,26 +123,29 @@
  * budget larger than a device leaves that device's memory figures as the
  * driver reports them. */
 #define GPUSLICE_ENV_MEMORY_LIMIT "GPUSLICE_MEMORY_LIMIT"
-/* Share of the GPU's compute time in percent, 1..100; 100 (or unset) turns
- * launch pacing off. */
+/* Share of the GPU's compute time in percent, 1..100; 100 turns launch
+ * pacing off. */
 #define GPUSLICE_ENV_COMPUTE_SHARE "GPUSLICE_COMPUTE_SHARE"
 /* Directory holding GPUSLICE_LIMITS_FILE and GPUSLICE_REGION_FILE, shared
  * by all containers of the claim; ignored where GPUSLICE_CONTAINER_LIMITS
  * exists (see WHERE THE LIBRARY LOOKS). Default:
  * GPUSLICE_CONTAINER_ACCOUNTING_DIR. */
 #define GPUSLICE_ENV_ACCOUNTING_DIR "GPUSLICE_ACCOUNTING_DIR"
-/* "1": the claim may use GPU time that other processes leave idle (burst).
- * Default "0": paced to its share even when alone on the GPU. */
+/* "0" turns burst off where the limits file allows it (GPUSLICE_FLAG_COMPUTE_BURST:
+ * the claim may use GPU time that other processes leave idle); "1" cannot
+ * turn it on. */
 #define GPUSLICE_ENV_COMPUTE_BURST "GPUSLICE_COMPUTE_BURST"
-/* Pacing window in milliseconds (default 100): an idle claim may run at most
- * share% of one window back to back before pacing starts. */
+/* Pacing window in milliseconds, shorter than the limits file's only: an
+ * idle claim may run at most share% of one window back to back before
+ * pacing starts. */
 #define GPUSLICE_ENV_COMPUTE_WINDOW_MS "GPUSLICE_COMPUTE_WINDOW_MS"
-/* Bytes charged for each CUDA context (the driver's own per-context memory;
- * default 314572800 = 300 MiB). */
+/* Bytes charged for each CUDA context (the driver's own per-context
+ * memory), more than the limits file's only. */
 #define GPUSLICE_ENV_CONTEXT_OVERHEAD "GPUSLICE_CONTEXT_OVERHEAD"
 /* "1": log each refusal and configuration decision on stderr. */
 #define GPUSLICE_ENV_DEBUG "GPUSLICE_DEBUG"
 
+/* What the node plugin writes into a claim's limits file. */
 #define GPUSLICE_DEFAULT_CONTEXT_OVERHEAD 314572800ULL
 #define GPUSLICE_DEFAULT_COMPUTE_WINDOW_MS 100u
 
