@@ -206,6 +206,64 @@ func TestBypassStoppedByEnforcer(t *testing.T) {
 	}
 }
 
+// Root in the container renames /run, which holds the mount of the limits
+// file (a mount point itself cannot be renamed, a directory above one can),
+// puts a limits file of its own where the library looks and drops the limit
+// from its environment: the library then grants what the forged file says,
+// as it would to a process that never loaded it. The enforcer holds it: the
+// process that takes the claim past its slice is killed.
+func TestMovedLimitsAreContained(t *testing.T) {
+	env := realnodetest.Shared(t)
+	ctx := context.Background()
+	applyStack(t, env, "moved", stackHCL("moved", ""))
+	ns := createNamespace(t, env, "moved-pods")
+	createClaim(t, env, ns, "slice", "moved-8gi")
+	script := fmt.Sprintf(`slice-attack rename /run /run.moved
+slice-attack forge %s %d
+unset %s
+exec slice-check --hold 12288`, contract.ContainerAccountingDir, uint64(30)<<30, contract.EnvMemoryLimit)
+	pod := claimPod(ns, "moved", "slice", []string{"sh", "-c", script})
+	createPod(t, env, pod)
+	logs := logsWith(t, env, pod, "", "granting")
+	if !strings.Contains(logs, "rename: DONE") {
+		t.Fatalf("the rename did not happen:\n%s", logs)
+	}
+	realnodetest.Eventually(t, time.Minute, "the container past its slice to be killed", func() (bool, string) {
+		p, err := env.Cluster.Client().CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, errString(err)
+		}
+		term := p.Status.ContainerStatuses[0].State.Terminated
+		return term != nil && term.ExitCode == 137, fmt.Sprintf("%+v\n%s", p.Status.ContainerStatuses[0].State, logsOf(t, env, pod))
+	})
+	logs = logsOf(t, env, pod)
+	if !strings.Contains(logs, "holding 12288 MiB") {
+		t.Logf("killed before it said it held the memory:\n%s", logs)
+	}
+	realnodetest.Eventually(t, time.Minute, "a "+driver.EventReasonMemoryLimitExceeded+" event on the pod", func() (bool, string) {
+		list, err := env.Cluster.Client().EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range list.Items {
+			if e.Reason == driver.EventReasonMemoryLimitExceeded && e.Regarding.Name == pod.Name {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events", len(list.Items))
+	})
+}
+
+// logsOf is the pod's one container's log as it is now.
+func logsOf(t *testing.T, env *realnodetest.Env, pod *corev1.Pod) string {
+	t.Helper()
+	raw, err := env.Cluster.Client().CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
 func allocatedMiB(t *testing.T, logs string) int {
 	t.Helper()
 	m := regexp.MustCompile(`allocated (\d+) MiB`).FindStringSubmatch(logs)

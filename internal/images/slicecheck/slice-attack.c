@@ -13,6 +13,9 @@
  *   slice-attack alloc MIB [--hold]       allocate MIB of device memory around the
  *                                         library, in 256 MiB blocks; --hold keeps it
  *                                         until killed
+ *   slice-attack rename FROM TO           rename(2), e.g. a directory above a mount
+ *   slice-attack forge DIR BYTES          create DIR and a limits file in it granting
+ *                                         BYTES (the layout of gpuslice.h)
  *
  * Every line starts with "slice-attack:"; tests read them.
  */
@@ -28,6 +31,7 @@
 #include <unistd.h>
 
 #include "../../../nodeplugin/shim/fake/fakegpu.h"
+#include "../../../nodeplugin/shim/include/gpuslice.h"
 
 #define MiB (1024ull * 1024ull)
 
@@ -126,6 +130,30 @@ static int alloc(uint64_t mib, int hold)
 	return got == mib ? 0 : 1;
 }
 
+static int forge(const char *dir, const char *bytes)
+{
+	char path[4200];
+	for (char *p = strchr(dir + 1, '/');; p = strchr(p + 1, '/')) {
+		snprintf(path, sizeof path, "%.*s", p ? (int)(p - dir) : (int)strlen(dir), dir);
+		mkdir(path, 0755);
+		if (!p)
+			break;
+	}
+	struct gpuslice_limits l = {.magic = GPUSLICE_LIMITS_MAGIC, .version = GPUSLICE_LIMITS_VERSION,
+				    .size = GPUSLICE_LIMITS_SIZE, .memory_limit = strtoull(bytes, NULL, 0),
+				    .compute_share = 100, .compute_window_ms = GPUSLICE_DEFAULT_COMPUTE_WINDOW_MS,
+				    .context_overhead = GPUSLICE_DEFAULT_CONTEXT_OVERHEAD};
+	snprintf(path, sizeof path, "%s/%s", dir, GPUSLICE_LIMITS_FILE);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || write(fd, &l, sizeof l) != (ssize_t)sizeof l) {
+		printf("slice-attack: forge %s: refused (%s)\n", path, strerror(errno));
+		return 1;
+	}
+	close(fd);
+	printf("slice-attack: forged %s granting %llu bytes\n", path, (unsigned long long)l.memory_limit);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -133,8 +161,12 @@ int main(int argc, char **argv)
 		return poke(argv[2], argv[3], argv[4]);
 	if (argc == 3 && !strcmp(argv[1], "tamper"))
 		return tamper(argv[2]);
+	if (argc == 4 && !strcmp(argv[1], "rename"))
+		return report("rename", rename(argv[2], argv[3])) ? 0 : 1;
+	if (argc == 4 && !strcmp(argv[1], "forge"))
+		return forge(argv[2], argv[3]);
 	if ((argc == 3 || (argc == 4 && !strcmp(argv[3], "--hold"))) && !strcmp(argv[1], "alloc"))
 		return alloc(strtoull(argv[2], NULL, 10), argc == 4);
-	fprintf(stderr, "usage: slice-attack poke FILE OFFSET VALUE | tamper FILE | alloc MIB [--hold]\n");
+	fprintf(stderr, "usage: slice-attack poke FILE OFFSET VALUE | tamper FILE | alloc MIB [--hold] | rename FROM TO | forge DIR BYTES\n");
 	return 2;
 }
