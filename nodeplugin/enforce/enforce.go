@@ -115,6 +115,7 @@ type Enforcer struct {
 	killed    map[procKey]time.Time // stopped, memory not yet freed
 	observers map[string]*accounting.Observer
 	broken    map[string]bool // claims whose limits file could not be opened (logged once)
+	blind     map[string]bool // GPUs whose processes could not be listed (logged once)
 	kills     *prometheus.CounterVec
 	samples   prometheus.Histogram
 }
@@ -137,7 +138,7 @@ func New(cfg Config) *Enforcer {
 	}
 	e := &Enforcer{
 		cfg: cfg, log: cfg.Logger, prev: map[procKey]uint64{}, killed: map[procKey]time.Time{},
-		observers: map[string]*accounting.Observer{}, broken: map[string]bool{},
+		observers: map[string]*accounting.Observer{}, broken: map[string]bool{}, blind: map[string]bool{},
 		kills: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpuslice_claim_enforcer_kills_total",
 			Help: "Processes the node plugin stopped (SIGKILL) because NVML showed their claim over its memory limit on a GPU.",
@@ -210,8 +211,15 @@ func (e *Enforcer) Sample() []Kill {
 					complete[i] = false
 				}
 			}
-			e.log.V(2).Info("cannot list the processes on a GPU", "uuid", uuid, "err", err)
+			if !e.blind[uuid] {
+				e.blind[uuid] = true
+				e.log.Error(err, "cannot list the processes on a GPU: its claims are not held to their limits until it can", "uuid", uuid)
+			}
 			continue
+		}
+		if e.blind[uuid] {
+			delete(e.blind, uuid)
+			e.log.Info("the processes on a GPU can be listed again", "uuid", uuid)
 		}
 		owners := gpuprocs.NewOwners(pods)
 		mine := make([][]Process, len(claims))
