@@ -115,6 +115,8 @@ func PauseImage(binDir string) (v1.Image, error) {
 // SliceCheckImage holds slice-check and a shell, dynamically linked against
 // this machine's C library, which the image carries with its loader: a
 // dynamically linked program is what /etc/ld.so.preload (the shim) needs.
+// It also holds slice-attack, statically linked: what a tenant tries around
+// the shim (slicecheck/slice-attack.c).
 // The GPU driver (libcuda, libnvidia-ml, nvidia-smi) is not in the image:
 // the node plugin mounts it from the node, as on any GPU node.
 func SliceCheckImage(binDir string) (v1.Image, error) {
@@ -129,6 +131,7 @@ func SliceCheckImage(binDir string) (v1.Image, error) {
 		return nil, needBuild(err)
 	}
 	files = append(files, libs...)
+	files = append(files, File{Path: "/usr/local/bin/slice-attack", Source: filepath.Join(binDir, "images", "slice-attack"), Mode: 0o755})
 	layer, err := Layer(files)
 	if err != nil {
 		return nil, needBuild(err)
