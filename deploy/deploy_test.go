@@ -106,8 +106,13 @@ func TestManifestContent(t *testing.T) {
 		t.FailNow()
 	}
 	// The plugin's writes: ResourceSlices, and the Events it records on its
-	// Node (created, never changed); claims are read.
+	// Node (created, never changed); claims are read, and device classes
+	// watched (prepare checks each allocation against its package).
+	readsClasses := false
 	for _, r := range role.Rules {
+		if slices.Equal(r.APIGroups, []string{"resource.k8s.io"}) && slices.Contains(r.Resources, "deviceclasses") {
+			readsClasses = slices.Equal(r.Verbs, []string{"get", "list", "watch"})
+		}
 		for _, res := range r.Resources {
 			writes := slices.ContainsFunc(r.Verbs, func(v string) bool { return v == "create" || v == "delete" || v == "*" })
 			event := res == "events" && slices.Equal(r.APIGroups, []string{"events.k8s.io"}) && slices.Equal(r.Verbs, []string{"create"})
@@ -118,6 +123,9 @@ func TestManifestContent(t *testing.T) {
 				t.Errorf("resourceclaims/driver rule %+v: want associated-node verbs for gpuslice.dev only", r)
 			}
 		}
+	}
+	if !readsClasses {
+		t.Error("role may not get, list and watch deviceclasses: prepare reads each claim's package")
 	}
 
 	// Every flag is one the plugin has, and every host directory it names

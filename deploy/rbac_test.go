@@ -24,6 +24,7 @@ import (
 
 	"github.com/gpuslice/gpuslice/contract"
 	enginerender "github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/engine/spec"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/internal/kubeletsim"
@@ -137,8 +138,20 @@ func TestRBACAndPolicy(t *testing.T) {
 		t.Errorf("recording an Event on its Node as the plugin: %v", err)
 	}
 
-	// A workload's claim on node A: the plugin prepares it and, through the
-	// resourceclaims/driver rule, reports the slice in the claim's status.
+	// Prepare checks each claim against its package: the plugin reads and
+	// watches device classes.
+	if _, err := sa.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("listing device classes as the plugin: %v", err)
+	}
+	if w, err := sa.ResourceV1().DeviceClasses().Watch(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("watching device classes as the plugin: %v", err)
+	} else {
+		w.Stop()
+	}
+
+	// A workload's claim on node A: the plugin prepares it (reading its
+	// package's class) and, through the resourceclaims/driver rule, reports
+	// the slice in the claim's status.
 	claim := allocatedClaim(t, ctx, admin, "node-a")
 	k, err := kubeletsim.Dial(filepath.Join(dir, "plugin", "dra.sock"))
 	if err != nil {
@@ -157,16 +170,12 @@ func TestRBACAndPolicy(t *testing.T) {
 	}
 }
 
-// allocatedClaim has the scheduler allocate a 25 % slice on node to a pod
-// and returns the pod's claim.
+// allocatedClaim has the scheduler allocate a slice of a 25 % package on
+// node to a pod and returns the pod's claim.
 func allocatedClaim(t *testing.T, ctx context.Context, client kubernetes.Interface, node string) *resourcev1.ResourceClaim {
 	t.Helper()
-	_, err := client.ResourceV1().DeviceClasses().Create(ctx, &resourcev1.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "rbac-25pct"},
-		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
-			CEL: &resourcev1.CELDeviceSelector{Expression: enginerender.Selector(simulate.V100PCIe32GB.Name, 25)},
-		}}},
-	}, metav1.CreateOptions{})
+	pkg := &spec.Package{Name: "rbac-25pct", GPUModel: simulate.V100PCIe32GB.Name, Fraction: 25}
+	_, err := client.ResourceV1().DeviceClasses().Create(ctx, enginerender.DeviceClass(pkg), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -79,6 +80,16 @@ func TestPlatformInstallsNodePlugin(t *testing.T) {
 			t.Errorf("plugin image %q, want %q", got, pluginImage)
 		}
 		return ds.Spec.Template.Spec.Containers[0].Args
+	}
+	// prepare checks each claim against its package's DeviceClass
+	role, err := client.RbacV1().ClusterRoles().Get(ctx, "gpuslice-nodeplugin", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+		return slices.Contains(r.Resources, "deviceclasses") && slices.Equal(r.Verbs, []string{"get", "list", "watch"})
+	}) {
+		t.Errorf("the node plugin's role %v may not get, list and watch deviceclasses", role.Rules)
 	}
 	if a := args(); !slices.Contains(a, "--fractions=25,50,100") || !slices.Contains(a, "--simulate=v100-32gb:1") {
 		t.Errorf("plugin arguments %v lack the platform's fractions or the simulated GPUs", a)

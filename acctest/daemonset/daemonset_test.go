@@ -29,10 +29,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpuslice/gpuslice/deploy"
+	"github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/engine/spec"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/images"
 	"github.com/gpuslice/gpuslice/internal/realnode"
 	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
+	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
 )
 
 const namespace = "gpuslice-system"
@@ -229,12 +232,8 @@ func TestNodePluginDaemonSet(t *testing.T) {
 	t.Logf("plugin pods: %d", len(pods))
 
 	ctx := context.Background()
-	_, err := client.ResourceV1().DeviceClasses().Create(ctx, &resourcev1.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "ds-8gi"},
-		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
-			Expression: `device.driver == "gpuslice.dev" && device.attributes["gpuslice.dev"].fraction == 25`,
-		}}}},
-	}, metav1.CreateOptions{})
+	quarter := &spec.Package{Name: "ds-8gi", GPUModel: simulate.V100PCIe32GB.Name, Fraction: 25}
+	_, err := client.ResourceV1().DeviceClasses().Create(ctx, render.DeviceClass(quarter), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,8 @@ func TestAnySizeSlicesShareOneGPU(t *testing.T) {
 func TestTimeSlicedPairSeesTheWholeGPU(t *testing.T) {
 	env := realnodetest.Shared(t)
 	const ns = "timesliced"
-	script := `nvidia-smi; export -p; cat /etc/ld.so.preload 2>&1; echo done; exec sleep 3600`
+	// the image has a shell and slice-check, no cat or sleep
+	script := `nvidia-smi; export -p; while read -r l; do printf '%s\n' "$l"; done < /etc/ld.so.preload; echo done; exec slice-check --hold 1`
 	dir := applyStack(t, env, ns, anySizeHCL(ns, strings.Replace(sliceCheckJob("pair", "shared", script), `kind      = "job"`, "kind      = \"job\"\n  replicas  = 2", 1)))
 	var pods []corev1.Pod
 	realnodetest.Eventually(t, 2*time.Minute, "both pods of the time-sliced pair", func() (bool, string) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,8 +16,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/engine/spec"
 	"github.com/gpuslice/gpuslice/internal/images"
-	"github.com/gpuslice/gpuslice/internal/realnode"
 	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
@@ -45,9 +44,8 @@ exec slice-check --devices --sleep`
 // and has no shim; the V100 container still sees its 8 GiB slice. Deleting
 // the pod unprepares the claim.
 //
-// The claim is hand-written (a class selecting migProfile), in a namespace
-// that is not a tenant's: the admission policies refuse such claims in
-// tenant namespaces, and MIG packages are the engine's part.
+// The claim is hand-written, on a MIG package's class as the engine
+// renders it, in a namespace that is not a tenant's.
 func TestMIGWorkloadBesideAV100Slice(t *testing.T) {
 	env := realnodetest.Shared(t)
 	migEnv := realnodetest.Start(t, env.Cluster, realnodetest.Options{Names: []string{"mig-1"}, GPUs: migGPUs})
@@ -62,13 +60,7 @@ func TestMIGWorkloadBesideAV100Slice(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-	attrs := `device.attributes["` + contract.DriverName + `"]`
-	_, err := client.ResourceV1().DeviceClasses().Create(ctx, &resourcev1.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: class},
-		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
-			Expression: fmt.Sprintf(`device.driver == %q && has(%s.%s) && %s.%s == "1g.5gb"`, contract.DriverName, attrs, contract.AttrMIGProfile, attrs, contract.AttrMIGProfile),
-		}}}},
-	}, metav1.CreateOptions{})
+	_, err := client.ResourceV1().DeviceClasses().Create(ctx, render.DeviceClass(&spec.Package{Name: class, GPUModel: simulate.A100SXM440GB.Name, MIGProfile: "1g.5gb"}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +93,7 @@ func TestMIGWorkloadBesideAV100Slice(t *testing.T) {
 	t.Logf("the MIG container:\n%s", logs)
 	status := migStatus(t, env, ns, "mig")
 	checkMIGContainer(t, logs, status, "1g.5gb", 4864)
-	if m := scrape(t, node); !strings.Contains(m, migMetric(status, ns, "mig")) {
+	if m := realnodetest.Scrape(t, node); !strings.Contains(m, migMetric(status, ns, "mig")) {
 		t.Errorf("the node plugin's metrics lack %s", migMetric(status, ns, "mig"))
 	}
 
@@ -184,19 +176,4 @@ func migStatus(t *testing.T, env *realnodetest.Env, ns, name string) claimStatus
 		return json.Unmarshal(c.Status.Devices[0].Data.Raw, &s.SliceStatus) == nil, string(c.Status.Devices[0].Data.Raw)
 	})
 	return s
-}
-
-// scrape reads node n's plugin metrics.
-func scrape(t *testing.T, n *realnode.Node) string {
-	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://%s:%d/metrics", n.IP, realnode.MetricsPort))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

@@ -137,7 +137,7 @@ func TestMixedFleetWithOpenTofu(t *testing.T) {
 		if n.Name != "fleet-a100" {
 			t.Errorf("%s runs on %s, want the A100 node", w.name, n.Name)
 		}
-		if m := scrape(t, n); !strings.Contains(m, migMetric(status, w.ns, claim.Name)) {
+		if m := realnodetest.Scrape(t, n); !strings.Contains(m, migMetric(status, w.ns, claim.Name)) {
 			t.Errorf("the node plugin's metrics lack %s", migMetric(status, w.ns, claim.Name))
 		}
 		claims = append(claims, prepared{n, status.claimUID})

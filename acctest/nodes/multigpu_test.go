@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/engine/spec"
 	"github.com/gpuslice/gpuslice/internal/images"
 	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
@@ -46,12 +47,8 @@ func TestMultiGPUPodOnRealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-	_, err := client.ResourceV1().DeviceClasses().Create(ctx, &resourcev1.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: class},
-		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
-			CEL: &resourcev1.CELDeviceSelector{Expression: render.Selector(simulate.V100PCIe32GB.Name, contract.ComputeWhole)},
-		}}},
-	}, metav1.CreateOptions{})
+	whole := &spec.Package{Name: class, GPUModel: simulate.V100PCIe32GB.Name, Fraction: contract.ComputeWhole}
+	_, err := client.ResourceV1().DeviceClasses().Create(ctx, render.DeviceClass(whole), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,114 +1,179 @@
 package redteam
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuslice/gpuslice/contract"
+	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
+	"github.com/gpuslice/gpuslice/nodeplugin/driver"
 )
 
 // Files of red's slice as its container sees them.
 var (
-	regionFile = contract.ContainerAccountingDir + "/gpuslice.region"
-	limitsFile = contract.ContainerAccountingDir + "/gpuslice.limits"
+	regionFile = contract.ContainerAccountingDir + "/" + contract.RegionFile
+	limitsFile = contract.ContainerAccountingDir + "/" + contract.LimitsFile
 )
 
-// Offsets in the region (include/gpuslice.h): the limit it used to carry,
-// the claim's usage and the usage of the first slots.
+// Offsets in the region (include/gpuslice.h): the limit it carried before
+// the limits file, the claim's usage and the usage of the first slots.
 const (
 	offRegionLimit = 24
 	offRegionUsed  = 64
 	offSlot0Used   = 256 + 16
 	slotSize       = 128
 	thirtyTwoGiB   = "34359738368"
+	killedExit     = 137 // SIGKILL
 )
 
 // TestContainer attacks red's 8 GiB slice from inside its own container:
 // the files that carry its limits and usage, the environment, the driver
-// library, and programs that do not go through the shim. Each must end
-// with the slice held (or the process over it stopped) and blue's victim
+// library, and programs that do not go through the shim (slice-attack is
+// static, with the simulated driver linked in: what calling the driver
+// directly is on real silicon). Each must end with the slice held, or the
+// process past it stopped by the node plugin's enforcer, and blue's victim
 // untouched.
 func TestContainer(t *testing.T) {
 	s := setup(t)
 	cases := []struct {
-		name, script string
-		check        func(t *testing.T, logs string, exit int32) string
+		name, layer, script string
+		check               func(t *testing.T, s *suite, r result) string
 	}{
-		{"region: write the limit, unset the variable, start a new process",
-			fmt.Sprintf("tenant-attack poke %s %d %s; unset %s; exec slice-check", regionFile, offRegionLimit, thirtyTwoGiB, contract.EnvMemoryLimit),
+		{"region: write the limit, unset the variable, start a new process", "limits file (read-only)",
+			fmt.Sprintf("slice-attack poke %s %d %s; unset %s; exec slice-check", regionFile, offRegionLimit, thirtyTwoGiB, contract.EnvMemoryLimit),
 			sliceHeld},
-		{"limits file: write, chmod, unlink, rename, hard-link it",
-			fmt.Sprintf("for v in 'write %[1]s' 'chmod %[1]s 666' 'poke %[1]s 8 %[2]s' 'unlink %[1]s' 'rename %[1]s /run/gpuslice/x' 'link %[1]s /run/gpuslice/y' 'link %[1]s /tmp/y'; do tenant-attack $v; done; exec slice-check",
-				limitsFile, thirtyTwoGiB),
-			func(t *testing.T, logs string, exit int32) string {
-				if n := strings.Count(logs, ": done"); n > 0 {
-					t.Fatalf("%d steps on the limits file succeeded:\n%s", n, logs)
+		{"limits file: write, truncate, chmod, chown, unlink, rename, replace, link", "CDI read-only mount",
+			"slice-attack tamper " + limitsFile + "; exec slice-check",
+			func(t *testing.T, s *suite, r result) string {
+				m := regexp.MustCompile(`(\d+) of (\d+) attempts on \S+ succeeded`).FindStringSubmatch(r.logs)
+				if m == nil || m[1] != "0" {
+					t.Fatalf("root in the container changed the limits file:\n%s", r.logs)
 				}
-				if c := strings.Count(logs, ": refused:"); c != 7 {
-					t.Fatalf("want 7 refused steps, saw %d:\n%s", c, logs)
-				}
-				return "7 of 7 refused; " + sliceHeld(t, logs, exit)
+				return m[2] + " of " + m[2] + " refused; " + sliceHeld(t, s, r)
 			}},
-		{"region: zero the usage while another process holds memory",
-			fmt.Sprintf("slice-check --hold 4096 --marker /tmp/held & tenant-attack wait-file /tmp/held 60 && "+
-				"for off in %d %d %d %d %d; do tenant-attack poke %s $off 0; done; tenant-attack wait-file /tmp/never 1; slice-check; kill %%1",
+		{"region: zero the usage while another process holds memory", "shim (NVML observation)",
+			fmt.Sprintf("slice-check --hold 4096 --marker /tmp/held & slice-attack wait-file /tmp/held 60 && "+
+				"for off in %d %d %d %d %d; do slice-attack poke %s $off 0; done; slice-check; kill %%1",
 				offRegionUsed, offSlot0Used, offSlot0Used+slotSize, offSlot0Used+2*slotSize, offSlot0Used+3*slotSize, regionFile),
-			func(t *testing.T, logs string, exit int32) string {
-				got := allocated(t, logs)
+			func(t *testing.T, s *suite, r result) string {
+				if note, ok := s.killed(t, r); ok {
+					return "the allocating process was stopped by the enforcer: " + note
+				}
+				got := allocated(t, r.logs)
 				if got+4096 > sliceMiB {
-					t.Fatalf("after zeroing the usage a second process allocated %d MiB beside the first's 4096: %d MiB on an 8192 MiB slice\n%s", got, got+4096, logs)
+					t.Fatalf("after zeroing the usage a second process allocated %d MiB beside the first's 4096: %d MiB on an 8192 MiB slice\n%s", got, got+4096, r.logs)
 				}
 				return fmt.Sprintf("the second process got %d MiB beside the first's 4096", got)
 			}},
-		{"region: delete it and recreate it from a raised variable",
-			fmt.Sprintf("tenant-attack unlink %s; %s=%s exec slice-check", regionFile, contract.EnvMemoryLimit, thirtyTwoGiB),
+		{"region: delete it, recreate it from a raised variable", "limits file (read-only)",
+			fmt.Sprintf("slice-attack unlink %s; %s=%s exec slice-check", regionFile, contract.EnvMemoryLimit, thirtyTwoGiB),
 			sliceHeld},
-		{"env -i: no limits in the environment",
-			"exec tenant-attack exec-clean /usr/local/bin/slice-check",
+		{"env -i: no limits in the environment", "limits file (read-only)",
+			"exec slice-attack exec-clean /usr/local/bin/slice-check",
 			sliceHeld},
-		{"an accounting directory of its own with a raised limit",
-			fmt.Sprintf("tenant-attack mkdir /tmp/acct; %s=/tmp/acct %s=%s exec slice-check", contract.EnvAccountingDir, contract.EnvMemoryLimit, thirtyTwoGiB),
+		{"an accounting directory of its own with forged limits", "shim (fixed path)",
+			fmt.Sprintf("slice-attack forge /tmp/acct %s; %s=/tmp/acct %s=%[1]s exec slice-check", thirtyTwoGiB, contract.EnvAccountingDir, contract.EnvMemoryLimit),
 			sliceHeld},
-		{"a copy of the driver library loaded by its path",
-			"tenant-attack copy /usr/lib/x86_64-linux-gnu/libcuda.so.1 /tmp/libcuda.so.1 && exec slice-check --libcuda /tmp/libcuda.so.1",
-			sliceHeld},
+		{"a copy of the driver library loaded by its path", "shim",
+			"slice-attack copy /usr/lib/x86_64-linux-gnu/libcuda.so.1 /tmp/libcuda.so.1 && exec slice-check --libcuda /tmp/libcuda.so.1",
+			heldOrStopped},
+		{"a static program calling the driver directly past the slice", "enforcer (NVML)",
+			"exec slice-attack alloc 10240 --hold",
+			mustBeKilled},
+		{"rename /run, forge the limits where the shim looks", "enforcer (NVML)",
+			fmt.Sprintf("slice-attack rename /run /run.moved && slice-attack forge %s %s && unset %s && exec slice-check",
+				contract.ContainerAccountingDir, thirtyTwoGiB, contract.EnvMemoryLimit),
+			mustBeKilled},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := attack(t, "shim", contained)
+			row := attack(t, c.layer, contained)
 			name := fmt.Sprintf("c-%d", i)
-			logs, exit := s.runAsTenant(t, claimTemplate(name, pkgQuarter, nil), attackPod(name, name, c.script))
-			r.detail = c.check(t, logs, exit)
+			r := s.runAsTenant(t, claimTemplate(name, pkgQuarter, nil), attackPod(name, name, c.script))
+			row.detail = c.check(t, s, r)
 			s.victimUntouched(t)
 		})
 	}
 
 	t.Run("a second container of the pod without the claim", func(t *testing.T) {
-		r := attack(t, "kubelet, CDI", contained)
+		row := attack(t, "kubelet, CDI", contained)
 		pod := attackPod("c-unclaimed", "c-unclaimed", "slice-check --devices")
 		withClaim := pod.Spec.Containers[0]
 		withClaim.Name, withClaim.Command = "with-claim", []string{"sh", "-c", "exit 0"}
 		pod.Spec.Containers[0].Resources.Claims = nil
 		pod.Spec.Containers = append(pod.Spec.Containers, withClaim)
-		logs, _ := s.runAsTenant(t, claimTemplate("c-unclaimed", pkgQuarter, nil), pod)
-		if strings.Contains(logs, "device node") || !strings.Contains(logs, "cannot load libcuda.so.1") {
-			t.Fatalf("the container without the claim reached a GPU:\n%s", logs)
+		r := s.runAsTenant(t, claimTemplate("c-unclaimed", pkgQuarter, nil), pod)
+		if strings.Contains(r.logs, "device node") || !strings.Contains(r.logs, "cannot load libcuda.so.1") {
+			t.Fatalf("the container without the claim reached a GPU:\n%s", r.logs)
 		}
-		r.detail = "no GPU device node and no driver in the container without the claim"
+		row.detail = "no GPU device node and no driver in the container without the claim"
 		s.victimUntouched(t)
 	})
 }
 
 // sliceHeld checks slice-check's report of an 8 GiB slice that held.
-func sliceHeld(t *testing.T, logs string, exit int32) string {
+func sliceHeld(t *testing.T, _ *suite, r result) string {
 	t.Helper()
-	if !strings.Contains(logs, fmt.Sprintf(", %d MiB total", sliceMiB)) || !strings.Contains(logs, "the slice held") || exit != 0 {
-		t.Fatalf("slice-check did not see an 8192 MiB slice that held (exit %d):\n%s", exit, logs)
+	if !strings.Contains(r.logs, fmt.Sprintf(", %d MiB total", sliceMiB)) || !strings.Contains(r.logs, "the slice held") || r.exit != 0 {
+		t.Fatalf("slice-check did not see an 8192 MiB slice that held (exit %d):\n%s", r.exit, r.logs)
 	}
-	return fmt.Sprintf("saw %d MiB total, %d MiB allocated, then refused", sliceMiB, allocated(t, logs))
+	return fmt.Sprintf("saw %d MiB total, allocated %d MiB, then refused", sliceMiB, allocated(t, r.logs))
+}
+
+// heldOrStopped accepts the slice held by the shim or, where the shim
+// never saw the allocations, the process stopped by the enforcer.
+func heldOrStopped(t *testing.T, s *suite, r result) string {
+	t.Helper()
+	if note, ok := s.killed(t, r); ok {
+		return "stopped by the enforcer: " + note
+	}
+	return sliceHeld(t, s, r)
+}
+
+// mustBeKilled wants the process past the slice stopped by the enforcer.
+func mustBeKilled(t *testing.T, s *suite, r result) string {
+	t.Helper()
+	note, ok := s.killed(t, r)
+	if !ok {
+		t.Fatalf("the process past the slice was not stopped (exit %d):\n%s", r.exit, r.logs)
+	}
+	return "stopped by the enforcer: " + note
+}
+
+// killed reports whether the attack's container was SIGKILLed with the
+// enforcer's event on its pod, counted in its claim's metric, and returns
+// the event's note.
+func (s *suite) killed(t *testing.T, r result) (string, bool) {
+	t.Helper()
+	if r.exit != killedExit {
+		return "", false
+	}
+	var note string
+	ctx := context.Background()
+	realnodetest.Eventually(t, time.Minute, "a "+driver.EventReasonMemoryLimitExceeded+" event on pod "+r.pod, func() (bool, string) {
+		list, err := s.admin.EventsV1().Events(red).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range list.Items {
+			if e.Reason == driver.EventReasonMemoryLimitExceeded && e.Regarding.Name == r.pod {
+				note = e.Note
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events", len(list.Items))
+	})
+	if n := realnodetest.ClaimMetric(realnodetest.Scrape(t, s.env.Nodes[0]), "gpuslice_claim_enforcer_kills_total", r.claimUID); n < 1 {
+		t.Fatalf("gpuslice_claim_enforcer_kills_total of claim %s is %v after the kill", r.claimUID, n)
+	}
+	return note, true
 }
 
 var allocatedLine = regexp.MustCompile(`slice-check: allocated (\d+) MiB`)

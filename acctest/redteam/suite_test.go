@@ -113,6 +113,10 @@ type suite struct {
 	// admission policies let her.
 	alice  kubernetes.Interface
 	victim *corev1.Pod
+	// victimClaim and victimMemory: blue's claim and the GPU memory NVML
+	// shows for it (through the node plugin's metrics) once it holds.
+	victimClaim  string
+	victimMemory float64
 }
 
 var (
@@ -163,7 +167,7 @@ func newSuite(env *realnodetest.Env) (*suite, error) {
 			logs, _ := s.admin.CoreV1().Pods(blue).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 			if strings.Contains(string(logs), fmt.Sprintf("holding %d MiB", victimHold)) {
 				s.victim = &pods.Items[0]
-				return s, nil
+				break
 			}
 		}
 		if time.Now().After(deadline) {
@@ -171,7 +175,28 @@ func newSuite(env *realnodetest.Env) (*suite, error) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	if len(s.victim.Status.ResourceClaimStatuses) != 1 || s.victim.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+		return nil, fmt.Errorf("blue's victim has no claim: %+v", s.victim.Status.ResourceClaimStatuses)
+	}
+	claim, err := s.admin.ResourceV1().ResourceClaims(blue).Get(ctx, *s.victim.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	s.victimClaim = string(claim.UID)
+	for s.victimMemory < victimHold<<20 {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the node plugin's metrics do not show blue's %d MiB (%v bytes)", victimHold, s.victimMemory)
+		}
+		time.Sleep(200 * time.Millisecond)
+		metrics, _ := realnodetest.ReadMetrics(env.Nodes[0])
+		s.victimMemory = realnodetest.ClaimMetric(metrics, nvmlUsed, s.victimClaim)
+	}
+	return s, nil
 }
+
+// nvmlUsed is the plugin's metric of a claim's GPU memory as NVML sees it.
+const nvmlUsed = "gpuslice_claim_nvml_memory_used_bytes"
+
 
 // victimUntouched fails t unless blue's victim still runs, never
 // restarted, and holds its memory: an attack on red's slice must not reach
@@ -185,6 +210,9 @@ func (s *suite) victimUntouched(t *testing.T) {
 	if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].RestartCount != 0 ||
 		p.Status.ContainerStatuses[0].State.Running == nil {
 		t.Fatalf("blue's victim is no longer running as it was: phase %s, %+v", p.Status.Phase, p.Status.ContainerStatuses)
+	}
+	if now := realnodetest.ClaimMetric(realnodetest.Scrape(t, s.env.Nodes[0]), nvmlUsed, s.victimClaim); now != s.victimMemory {
+		t.Fatalf("blue's victim's GPU memory went from %v to %v bytes", s.victimMemory, now)
 	}
 }
 
@@ -225,15 +253,20 @@ func attackPod(name, template, script string) *corev1.Pod {
 	return pod
 }
 
-// runAsTenant creates template (if any) and pod as alice in red, waits
-// for the pod to end, and returns its container's log and exit code. The
-// pod and template are deleted when t ends, and their claim's slice freed.
-func (s *suite) runAsTenant(t *testing.T, tmpl *resourcev1.ResourceClaimTemplate, pod *corev1.Pod) (string, int32) {
-	t.Helper()
-	return s.run(t, s.alice, red, tmpl, pod)
+// result is how an attack's pod ended.
+type result struct {
+	pod      string
+	claimUID string // its claim, if it had one
+	logs     string // of its first container
+	exit     int32
 }
 
-func (s *suite) run(t *testing.T, client kubernetes.Interface, ns string, tmpl *resourcev1.ResourceClaimTemplate, pod *corev1.Pod) (string, int32) {
+// runAsTenant creates template (if any) and pod as alice in red, waits
+// for the pod's first container to end, and returns how it ended. The pod
+// and template are deleted when t ends, and their claim's slice freed.
+func (s *suite) runAsTenant(t *testing.T, tmpl *resourcev1.ResourceClaimTemplate, pod *corev1.Pod) result {
+	t.Helper()
+	client, ns := s.alice, red
 	t.Helper()
 	ctx := context.Background()
 	if tmpl != nil {
@@ -248,7 +281,7 @@ func (s *suite) run(t *testing.T, client kubernetes.Interface, ns string, tmpl *
 		t.Fatalf("create pod %s/%s: %v", ns, pod.Name, err)
 	}
 	t.Cleanup(func() { s.deletePod(t, ns, pod.Name) })
-	var term *corev1.ContainerStateTerminated
+	r := result{pod: pod.Name}
 	realnodetest.Eventually(t, 3*time.Minute, "pod "+ns+"/"+pod.Name+" to end", func() (bool, string) {
 		p, err := s.admin.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
@@ -256,7 +289,14 @@ func (s *suite) run(t *testing.T, client kubernetes.Interface, ns string, tmpl *
 		}
 		for _, c := range p.Status.ContainerStatuses {
 			if c.Name == pod.Spec.Containers[0].Name && c.State.Terminated != nil {
-				term = c.State.Terminated
+				r.exit = c.State.Terminated.ExitCode
+				for _, rc := range p.Status.ResourceClaimStatuses {
+					if rc.ResourceClaimName != nil {
+						if claim, err := s.admin.ResourceV1().ResourceClaims(ns).Get(ctx, *rc.ResourceClaimName, metav1.GetOptions{}); err == nil {
+							r.claimUID = string(claim.UID)
+						}
+					}
+				}
 				return true, ""
 			}
 		}
@@ -266,7 +306,8 @@ func (s *suite) run(t *testing.T, client kubernetes.Interface, ns string, tmpl *
 	if err != nil {
 		t.Fatalf("logs of %s/%s: %v", ns, pod.Name, err)
 	}
-	return string(logs), term.ExitCode
+	r.logs = string(logs)
+	return r
 }
 
 // deletePod deletes a pod and waits until its claims are gone, so the next

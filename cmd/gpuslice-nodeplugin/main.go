@@ -170,6 +170,13 @@ func openNVML(o *options) (nvml.Interface, func(), error) {
 		if err := simulate.WriteProcFiles(o.cfg.DriverProcRoot, len(lib.Devices)); err != nil {
 			return nil, nil, err
 		}
+		// The simulated silicon: one state file per GPU, shared by the
+		// containers on it, whose processes the simulated NVML lists.
+		states := filepath.Join(o.cfg.StateDir, "simulated-gpus")
+		if err := simulate.AttachProcesses(lib, states, "/proc"); err != nil {
+			return nil, nil, err
+		}
+		o.cfg.SimulatedGPUState = func(uuid string) string { return simulate.StateFile(states, uuid) }
 		return lib, func() {}, nil
 	}
 	lib := nvml.New(nvml.WithLibraryPath(o.nvmlLibrary))

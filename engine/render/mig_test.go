@@ -50,8 +50,8 @@ func objectOf[T any](t *testing.T, s *spec.Stack, kind string) *T {
 func TestMIGDeviceClass(t *testing.T) {
 	s := migPackageStack()
 	dc := objectOf[resourcev1.DeviceClass](t, s, "DeviceClass")
-	if dc.Annotations[render.AnnotationSharing] != contract.SharingMIG || dc.Annotations[render.AnnotationMIGProfile] != "1g.5gb" ||
-		dc.Annotations[render.AnnotationMemory] != "4864Mi" || dc.Labels[render.LabelFraction] != "" {
+	if dc.Annotations[contract.AnnotationSharing] != contract.SharingMIG || dc.Annotations[contract.AnnotationMIGProfile] != "1g.5gb" ||
+		dc.Annotations[contract.AnnotationMemory] != "4864Mi" || dc.Labels[render.LabelFraction] != "" {
 		t.Errorf("DeviceClass metadata: %v %v", dc.Labels, dc.Annotations)
 	}
 	// which devices it matches the real scheduler shows (engine's
@@ -66,7 +66,7 @@ func TestMIGDeviceClass(t *testing.T) {
 	if err != nil || back.Kind() != contract.SharingMIG || back.MIGProfile != "1g.5gb" || back.GPUModel != a100 || back.MemoryBytes != 4864<<20 {
 		t.Errorf("read back %+v, %v", back, err)
 	}
-	delete(dc.Annotations, render.AnnotationMIGProfile)
+	delete(dc.Annotations, contract.AnnotationMIGProfile)
 	if _, err := render.PackageOf(dc); err == nil {
 		t.Error("a MIG class without its profile read back")
 	}

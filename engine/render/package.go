@@ -2,35 +2,29 @@ package render
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
 
-// Annotations on a package's DeviceClass, so people, plan-time checks and
-// the admission policies can read the slice size without the
-// configuration. A fraction package's class carries the first three only,
-// as it always has.
+// The annotations of a package's DeviceClass, which the node plugin reads
+// too: the admission policies name them here.
 const (
-	AnnotationGPUModel = "gpuslice.dev/gpu-model"
-	AnnotationMemory   = "gpuslice.dev/memory"
-	AnnotationFraction = "gpuslice.dev/fraction"
-	// AnnotationSharing is contract.SharingAnySize, SharingTimeSliced or
-	// SharingMIG.
-	AnnotationSharing      = "gpuslice.dev/sharing"
-	AnnotationComputeShare = "gpuslice.dev/compute-share"
-	AnnotationReplicas     = "gpuslice.dev/replicas"
-	// AnnotationShares is what each claim of a time-sliced package asks of
-	// its GPU's time-sliced device (the admission policy compares).
-	AnnotationShares = "gpuslice.dev/shares"
-	// AnnotationMIGProfile is a MIG package's profile (its sharing is
-	// contract.SharingMIG).
-	AnnotationMIGProfile = "gpuslice.dev/mig-profile"
+	AnnotationGPUModel     = contract.AnnotationGPUModel
+	AnnotationMemory       = contract.AnnotationMemory
+	AnnotationFraction     = contract.AnnotationFraction
+	AnnotationSharing      = contract.AnnotationSharing
+	AnnotationComputeShare = contract.AnnotationComputeShare
+	AnnotationReplicas     = contract.AnnotationReplicas
+	AnnotationShares       = contract.AnnotationShares
+	AnnotationMIGProfile   = contract.AnnotationMIGProfile
 )
 
 // Selector is the CEL expression of a fraction package's DeviceClass: it
@@ -95,38 +89,10 @@ func CapacityRequests(p *spec.Package) map[resourcev1.QualifiedName]resource.Qua
 }
 
 func (r renderer) pkg(p *spec.Package) ([]objects.Object, error) {
-	labels := map[string]string{contract.LabelPackage: p.Name}
-	if p.Kind() == contract.SharingPartition {
-		labels[LabelFraction] = strconv.Itoa(p.Fraction)
-	}
-	meta := r.meta(p.Address, "", p.Name, labels)
-	meta.Annotations[AnnotationGPUModel] = p.GPUModel
-	switch p.Kind() {
-	case contract.SharingPartition:
-		meta.Annotations[AnnotationFraction] = strconv.Itoa(p.Fraction)
-	case contract.SharingAnySize:
-		meta.Annotations[AnnotationSharing] = contract.SharingAnySize
-		meta.Annotations[AnnotationComputeShare] = strconv.Itoa(p.ComputeShare)
-	case contract.SharingTimeSliced:
-		meta.Annotations[AnnotationSharing] = contract.SharingTimeSliced
-		meta.Annotations[AnnotationReplicas] = strconv.Itoa(p.Replicas)
-		meta.Annotations[AnnotationShares] = strconv.FormatInt(p.Shares(), 10)
-	case contract.SharingMIG:
-		meta.Annotations[AnnotationSharing] = contract.SharingMIG
-		meta.Annotations[AnnotationMIGProfile] = p.MIGProfile
-	}
-	if p.Memory != "" {
-		meta.Annotations[AnnotationMemory] = p.Memory
-	}
-	dc := &resourcev1.DeviceClass{
-		ObjectMeta: meta,
-		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
-			CEL: &resourcev1.CELDeviceSelector{Expression: PackageSelector(p)},
-		}}},
-	}
-	if p.ExtendedResourceName != "" {
-		dc.Spec.ExtendedResourceName = &p.ExtendedResourceName
-	}
+	dc := DeviceClass(p)
+	meta := r.meta(p.Address, "", p.Name, dc.Labels)
+	maps.Copy(meta.Annotations, dc.Annotations)
+	dc.ObjectMeta = meta
 	o, err := object(p.Address, dc, "resource.k8s.io/v1", "DeviceClass")
 	if err != nil {
 		return nil, err
@@ -134,11 +100,48 @@ func (r renderer) pkg(p *spec.Package) ([]objects.Object, error) {
 	return []objects.Object{o}, nil
 }
 
+// DeviceClass is the package's DeviceClass, without the stack's ownership:
+// its selector, the label that makes it a package, and the annotations
+// that say what one slice of it is (the node plugin holds every
+// allocation to them).
+func DeviceClass(p *spec.Package) *resourcev1.DeviceClass {
+	labels := map[string]string{contract.LabelPackage: p.Name}
+	annotations := map[string]string{contract.AnnotationGPUModel: p.GPUModel}
+	switch p.Kind() {
+	case contract.SharingPartition:
+		labels[LabelFraction] = strconv.Itoa(p.Fraction)
+		annotations[contract.AnnotationFraction] = strconv.Itoa(p.Fraction)
+	case contract.SharingAnySize:
+		annotations[contract.AnnotationSharing] = contract.SharingAnySize
+		annotations[contract.AnnotationComputeShare] = strconv.Itoa(p.ComputeShare)
+	case contract.SharingTimeSliced:
+		annotations[contract.AnnotationSharing] = contract.SharingTimeSliced
+		annotations[contract.AnnotationReplicas] = strconv.Itoa(p.Replicas)
+		annotations[contract.AnnotationShares] = strconv.FormatInt(p.Shares(), 10)
+	case contract.SharingMIG:
+		annotations[contract.AnnotationSharing] = contract.SharingMIG
+		annotations[contract.AnnotationMIGProfile] = p.MIGProfile
+	}
+	if p.Memory != "" {
+		annotations[contract.AnnotationMemory] = p.Memory
+	}
+	dc := &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Labels: labels, Annotations: annotations},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
+			CEL: &resourcev1.CELDeviceSelector{Expression: PackageSelector(p)},
+		}}},
+	}
+	if p.ExtendedResourceName != "" {
+		dc.Spec.ExtendedResourceName = &p.ExtendedResourceName
+	}
+	return dc
+}
+
 // PackageOf reads a package back from the DeviceClass pkg rendered: its
 // name, GPU model, kind (and a MIG package's profile) and size, and
 // extended resource name.
 func PackageOf(dc *resourcev1.DeviceClass) (*spec.Package, error) {
-	p := &spec.Package{Name: dc.Name, GPUModel: dc.Annotations[AnnotationGPUModel], Memory: dc.Annotations[AnnotationMemory]}
+	p := &spec.Package{Name: dc.Name, GPUModel: dc.Annotations[contract.AnnotationGPUModel], Memory: dc.Annotations[contract.AnnotationMemory]}
 	number := func(key string) (int, error) {
 		n, err := strconv.Atoi(dc.Annotations[key])
 		if err != nil {
@@ -147,28 +150,28 @@ func PackageOf(dc *resourcev1.DeviceClass) (*spec.Package, error) {
 		return n, nil
 	}
 	var err error
-	switch dc.Annotations[AnnotationSharing] {
+	switch dc.Annotations[contract.AnnotationSharing] {
 	case "":
-		if p.Fraction, err = number(AnnotationFraction); err != nil {
+		if p.Fraction, err = number(contract.AnnotationFraction); err != nil {
 			return nil, err
 		}
 		p.ComputeShare = p.Fraction
 	case contract.SharingAnySize:
-		if p.ComputeShare, err = number(AnnotationComputeShare); err != nil {
+		if p.ComputeShare, err = number(contract.AnnotationComputeShare); err != nil {
 			return nil, err
 		}
 	case contract.SharingTimeSliced:
 		p.Sharing = spec.SharingTimeSliced
-		if p.Replicas, err = number(AnnotationReplicas); err != nil {
+		if p.Replicas, err = number(contract.AnnotationReplicas); err != nil {
 			return nil, err
 		}
 		p.ComputeShare = contract.ComputeWhole
 	case contract.SharingMIG:
-		if p.MIGProfile = dc.Annotations[AnnotationMIGProfile]; p.MIGProfile == "" {
-			return nil, fmt.Errorf("DeviceClass %s: a MIG package's class without annotation %s; apply the package again", dc.Name, AnnotationMIGProfile)
+		if p.MIGProfile = dc.Annotations[contract.AnnotationMIGProfile]; p.MIGProfile == "" {
+			return nil, fmt.Errorf("DeviceClass %s: a MIG package's class without annotation %s; apply the package again", dc.Name, contract.AnnotationMIGProfile)
 		}
 	default:
-		return nil, fmt.Errorf("DeviceClass %s: annotation %s is %q, which this gpuslice does not know; upgrade gpuslice or apply the package again", dc.Name, AnnotationSharing, dc.Annotations[AnnotationSharing])
+		return nil, fmt.Errorf("DeviceClass %s: annotation %s is %q, which this gpuslice does not know; upgrade gpuslice or apply the package again", dc.Name, contract.AnnotationSharing, dc.Annotations[contract.AnnotationSharing])
 	}
 	if q, err := resource.ParseQuantity(p.Memory); err == nil {
 		p.MemoryBytes = q.Value()

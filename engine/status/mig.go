@@ -9,7 +9,6 @@ import (
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/internal/view"
-	"github.com/gpuslice/gpuslice/engine/render"
 )
 
 // deviceClasses are the packages' classes: a claim's class says whether
@@ -52,8 +51,8 @@ func (s *Snapshot) migProfileOf(pod *corev1.Pod) string {
 			if r.Exactly == nil {
 				continue
 			}
-			if dc := s.classes[r.Exactly.DeviceClassName]; dc != nil && dc.Annotations[render.AnnotationSharing] == contract.SharingMIG {
-				return dc.Annotations[render.AnnotationMIGProfile]
+			if dc := s.classes[r.Exactly.DeviceClassName]; dc != nil && dc.Annotations[contract.AnnotationSharing] == contract.SharingMIG {
+				return dc.Annotations[contract.AnnotationMIGProfile]
 			}
 		}
 	}

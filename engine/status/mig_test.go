@@ -12,7 +12,6 @@ import (
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
-	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
 
@@ -43,14 +42,14 @@ func TestDiagnoseReadyOnMIG(t *testing.T) {
 		}
 	}
 	mig := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "a100-1g", Annotations: map[string]string{
-		render.AnnotationSharing: contract.SharingMIG, render.AnnotationMIGProfile: "1g.5gb"}}}
+		contract.AnnotationSharing: contract.SharingMIG, contract.AnnotationMIGProfile: "1g.5gb"}}}
 	s := snap(mig)
 	st := s.Diagnose(w)
 	if st.Phase != Running || st.Device != "gpu-0-mig-1g-5gb-2" ||
 		!strings.Contains(st.Message, "1/1 replicas ready on MIG 1g.5gb instances: memory and compute isolated by the GPU (hardware isolation)") {
 		t.Errorf("MIG workload: %s %s %q", st.Phase, st.Device, st.Message)
 	}
-	fraction := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "a100-1g", Annotations: map[string]string{render.AnnotationFraction: "25"}}}
+	fraction := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "a100-1g", Annotations: map[string]string{contract.AnnotationFraction: "25"}}}
 	s = snap(fraction)
 	if st := s.Diagnose(w); st.Message != "1/1 replicas ready" {
 		t.Errorf("fraction workload: %q", st.Message)

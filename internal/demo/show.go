@@ -71,8 +71,8 @@ func showPackages(ctx context.Context, client kubernetes.Interface) error {
 		return err
 	}
 	for _, dc := range list.Items {
-		fmt.Printf("     DeviceClass %-16s %-5s of a %s  CEL: %s\n", dc.Name, dc.Annotations[render.AnnotationMemory],
-			dc.Annotations[render.AnnotationGPUModel], dc.Spec.Selectors[0].CEL.Expression)
+		fmt.Printf("     DeviceClass %-16s %-5s of a %s  CEL: %s\n", dc.Name, dc.Annotations[contract.AnnotationMemory],
+			dc.Annotations[contract.AnnotationGPUModel], dc.Spec.Selectors[0].CEL.Expression)
 	}
 	return nil
 }

@@ -112,25 +112,26 @@ func PauseImage(binDir string) (v1.Image, error) {
 	return Build(v1.Config{Entrypoint: []string{"/pause"}}, layer)
 }
 
-// SliceCheckImage holds slice-check, tenant-attack (the red-team suite's
-// steps) and a shell, dynamically linked against
+// SliceCheckImage holds slice-check and a shell, dynamically linked against
 // this machine's C library, which the image carries with its loader: a
 // dynamically linked program is what /etc/ld.so.preload (the shim) needs.
+// It also holds slice-attack, statically linked: what a tenant tries around
+// the shim (slicecheck/slice-attack.c).
 // The GPU driver (libcuda, libnvidia-ml, nvidia-smi) is not in the image:
 // the node plugin mounts it from the node, as on any GPU node.
 func SliceCheckImage(binDir string) (v1.Image, error) {
 	files := []File{
 		{Path: "/usr/local/bin/slice-check", Source: filepath.Join(binDir, "images", "slice-check"), Mode: 0o755},
 		{Path: "/bin/sh", Source: "/bin/sh", Mode: 0o755},
-		{Path: "/usr/local/bin/tenant-attack", Source: filepath.Join(binDir, "images", "tenant-attack"), Mode: 0o755},
 	}
-	libs, err := sharedLibraries([]string{files[0].Source, files[1].Source, files[2].Source,
+	libs, err := sharedLibraries([]string{files[0].Source, files[1].Source,
 		// what the node mounts in needs the same C library
 		filepath.Join(binDir, "shim", "libgpuslice.so"), filepath.Join(binDir, "shim", "fake", "libcuda.so.1"), filepath.Join(binDir, "shim", "gpuslice-smi")})
 	if err != nil {
 		return nil, needBuild(err)
 	}
 	files = append(files, libs...)
+	files = append(files, File{Path: "/usr/local/bin/slice-attack", Source: filepath.Join(binDir, "images", "slice-attack"), Mode: 0o755})
 	layer, err := Layer(files)
 	if err != nil {
 		return nil, needBuild(err)

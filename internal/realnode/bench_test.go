@@ -18,11 +18,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/engine/spec"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/images"
 	"github.com/gpuslice/gpuslice/internal/localregistry"
 	"github.com/gpuslice/gpuslice/internal/realnode"
 	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
+	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
 )
 
 // BenchmarkRealNodeStart measures a real node from nothing to its first
@@ -137,12 +140,8 @@ func startNode(b *testing.B, c *cluster.Cluster, reg *localregistry.Registry, di
 // createSliceClass is a package of 25 % slices, as the engine renders one.
 func createSliceClass(b *testing.B, client kubernetes.Interface) {
 	b.Helper()
-	_, err := client.ResourceV1().DeviceClasses().Create(context.Background(), &resourcev1.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench-8gi"},
-		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
-			Expression: `device.driver == "gpuslice.dev" && device.attributes["gpuslice.dev"].fraction == 25`,
-		}}}},
-	}, metav1.CreateOptions{})
+	quarter := &spec.Package{Name: "bench-8gi", GPUModel: simulate.V100PCIe32GB.Name, Fraction: 25}
+	_, err := client.ResourceV1().DeviceClasses().Create(context.Background(), render.DeviceClass(quarter), metav1.CreateOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

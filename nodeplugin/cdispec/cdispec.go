@@ -1,7 +1,9 @@
 // Package cdispec writes the Container Device Interface spec of a prepared
 // claim: its GPUs' device nodes and driver files, the shim library and an
-// /etc/ld.so.preload that loads it, the slice's limits in the environment,
-// and the claim's accounting directory; for a MIG instance its device
+// /etc/ld.so.preload that loads it, the claim's accounting directory
+// (read-write) with its limits file mounted read-only on top, and the
+// limits in the environment too (for programs that read them; the shim
+// takes them from the file); for a MIG instance its device
 // nodes and UUID and nothing of the shim (migspec.go). One spec file per claim, named
 // after the claim's UID, so a container runtime never reuses a stale one.
 package cdispec
@@ -44,7 +46,8 @@ type Slice struct {
 	// enforces for the claim as a whole (one accounting region).
 	MemoryBytes uint64
 	Fraction    int // compute share, percent
-	// AccountingDir is the claim's host directory holding the shim's region.
+	// AccountingDir is the claim's host directory holding the shim's limits
+	// file and region.
 	AccountingDir string
 	// MIG is a MIG claim's instance, on its one GPU: the hardware holds it
 	// to the instance, so neither the shim nor limits are set.
@@ -59,6 +62,10 @@ type GPU struct {
 	// told to a simulated driver (migspec.go).
 	Model             string
 	ComputeCapability string
+	// SimulatedState is a simulated GPU's state file on the host (the
+	// simulated silicon, which every container on the GPU shares); empty
+	// for a real GPU.
+	SimulatedState string
 }
 
 // Host is where the node's shared files are.
@@ -114,7 +121,17 @@ func Build(s Slice, h Host) (*specs.Spec, error) {
 			{HostPath: h.ShimLibrary, ContainerPath: contract.ContainerLibraryPath, Options: []string{"ro", "nosuid", "nodev", "bind"}},
 			{HostPath: h.PreloadFile, ContainerPath: contract.ContainerPreloadPath, Options: []string{"ro", "nosuid", "nodev", "bind"}},
 			{HostPath: s.AccountingDir, ContainerPath: contract.ContainerAccountingDir, Options: []string{"rw", "nosuid", "nodev", "noexec", "bind"}},
+			// The limits, read-only on top of the read-write directory: a
+			// mount point cannot be written, replaced, renamed or unlinked
+			// from inside the container (short of CAP_SYS_ADMIN, which
+			// admission refuses), so the limits are the plugin's alone.
+			{HostPath: filepath.Join(s.AccountingDir, contract.LimitsFile), ContainerPath: contract.ContainerLimitsPath, Options: []string{"ro", "nosuid", "nodev", "noexec", "bind"}},
 		}
+	}
+	if state := s.GPUs[0].SimulatedState; state != "" {
+		// the fake driver simulates one device: the claim's first GPU
+		edits.Env = append(edits.Env, EnvSimState+"="+SimStateContainerPath)
+		edits.Mounts = append(edits.Mounts, &specs.Mount{HostPath: state, ContainerPath: SimStateContainerPath, Options: []string{"rw", "nosuid", "nodev", "noexec", "bind"}})
 	}
 	nodes, err := h.Devices.Nodes(minors...)
 	if err != nil {

@@ -114,6 +114,7 @@ func TestSpecContent(t *testing.T) {
 		contract.ContainerLibraryPath:            "/var/lib/gpuslice/shim/libgpuslice-1a2b.so",
 		contract.ContainerPreloadPath:            "/var/lib/gpuslice/ld.so.preload",
 		contract.ContainerAccountingDir:          "/run/gpuslice/claims/0b6e4c3a-uid",
+		contract.ContainerLimitsPath:             "/run/gpuslice/claims/0b6e4c3a-uid/gpuslice.limits",
 		"/usr/lib/x86_64-linux-gnu/libcuda.so.1": filepath.Join(root, "usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"),
 		"/usr/bin/nvidia-smi":                    filepath.Join(root, "usr/bin/nvidia-smi"),
 	} {
@@ -126,6 +127,15 @@ func TestSpecContent(t *testing.T) {
 		if ro != (path != contract.ContainerAccountingDir) {
 			t.Errorf("mount at %s options %v: only the accounting dir may be writable", path, m.Options)
 		}
+	}
+	// the limits file on top of the writable directory: mounted after it
+	dirAt := slices.IndexFunc(e.Mounts, func(m *specs.Mount) bool { return m.ContainerPath == contract.ContainerAccountingDir })
+	limitsAt := slices.IndexFunc(e.Mounts, func(m *specs.Mount) bool { return m.ContainerPath == contract.ContainerLimitsPath })
+	if limitsAt < dirAt {
+		t.Errorf("the limits file is mounted before the accounting directory (%d < %d): the directory would hide it", limitsAt, dirAt)
+	}
+	if slices.Contains(e.Env, cdispec.EnvSimState+"="+cdispec.SimStateContainerPath) {
+		t.Errorf("a GPU without a simulated state file got %s: %v", cdispec.EnvSimState, e.Env)
 	}
 	if err := w.Remove("0b6e4c3a-uid"); err != nil {
 		t.Fatal(err)
@@ -172,5 +182,27 @@ func TestDeviceNumbersFromHost(t *testing.T) {
 	}
 	if _, err := (cdispec.Devices{Dir: dev}).Nodes(1); err == nil || !strings.Contains(err.Error(), "not a character device") {
 		t.Errorf("regular file as nvidia-uvm: error %v", err)
+	}
+}
+
+// Containers on one simulated GPU share its state (the simulated silicon):
+// every claim on it, limited or not, gets the GPU's state file, writable.
+func TestSimulatedGPUState(t *testing.T) {
+	for _, unlimited := range []bool{false, true} {
+		spec, err := cdispec.Build(cdispec.Slice{
+			ClaimUID: "c", GPUs: []cdispec.GPU{{UUID: "GPU-abc", SimulatedState: "/var/lib/gpuslice/simulated-gpus/GPU-abc.fakegpu"}},
+			Unlimited: unlimited, MemoryBytes: 8 << 30, Fraction: 25, AccountingDir: "/run/gpuslice/claims/c",
+		}, cdispec.Host{ShimLibrary: "/lib.so", PreloadFile: "/preload", Devices: cdispec.Devices{Simulated: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := spec.Devices[0].ContainerEdits
+		if !slices.Contains(e.Env, cdispec.EnvSimState+"="+cdispec.SimStateContainerPath) {
+			t.Errorf("unlimited %v: env %v lacks the state file", unlimited, e.Env)
+		}
+		i := slices.IndexFunc(e.Mounts, func(m *specs.Mount) bool { return m.ContainerPath == cdispec.SimStateContainerPath })
+		if i < 0 || e.Mounts[i].HostPath != "/var/lib/gpuslice/simulated-gpus/GPU-abc.fakegpu" || !slices.Contains(e.Mounts[i].Options, "rw") {
+			t.Errorf("unlimited %v: mounts %+v lack the GPU's state file, writable", unlimited, e.Mounts)
+		}
 	}
 }

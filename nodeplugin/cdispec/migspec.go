@@ -20,6 +20,18 @@ const (
 	EnvSimMIGMemory  = "FAKEGPU_MIG_MEMORY"
 )
 
+// The state of a simulated GPU (its memory and the processes holding it),
+// which the fake driver in every container on the GPU shares, as the
+// containers on a real GPU share its memory: the host's state file of the
+// GPU, mounted read-write, and the fake's variable naming it. In /dev, as a
+// real GPU's device nodes are: a process that renames a directory of its
+// own does not take the silicon away with it. A MIG instance's container
+// has none: its memory is the instance's own.
+const (
+	EnvSimState           = "FAKEGPU_STATE"
+	SimStateContainerPath = "/dev/gpuslice-simulated-gpu"
+)
+
 // buildMIG is the spec of a MIG claim: the parent's device node and the
 // driver's, the instance's two capability nodes, the driver's files, and
 // the MIG UUID as the visible device. No shim, preload or accounting: the

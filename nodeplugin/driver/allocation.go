@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -28,9 +29,9 @@ import (
 // refused.
 
 // checkpointEntry checks a claim's allocation (gpuslice devices this node
-// offers: one slice, or whole GPUs each on its own GPU) and returns the
-// claim's checkpoint entry.
-func (p *Plugin) checkpointEntry(claim *resourceapi.ResourceClaim) (checkpoint.Claim, error) {
+// offers, each request's exactly one slice of its package: one slice, or
+// whole GPUs each on its own GPU) and returns the claim's checkpoint entry.
+func (p *Plugin) checkpointEntry(ctx context.Context, claim *resourceapi.ResourceClaim) (checkpoint.Claim, error) {
 	var ours []resourceapi.DeviceRequestAllocationResult
 	if claim.Status.Allocation != nil {
 		for _, r := range claim.Status.Allocation.Devices.Results {
@@ -54,6 +55,9 @@ func (p *Plugin) checkpointEntry(claim *resourceapi.ResourceClaim) (checkpoint.C
 			return checkpoint.Claim{}, err
 		}
 		entry.Devices = append(entry.Devices, d)
+	}
+	if err := p.checkPackages(ctx, claim, entry.Devices); err != nil {
+		return checkpoint.Claim{}, err
 	}
 	if err := checkShape(ref, entry.Devices); err != nil {
 		return checkpoint.Claim{}, err

@@ -54,6 +54,10 @@ type Config struct {
 	// their nodes get the numbers the NVIDIA driver gives them.
 	DevDir        string
 	SimulatedGPUs bool
+	// SimulatedGPUState names a simulated GPU's state file on the host (see
+	// simulate.AttachProcesses), which the claims' containers on the GPU
+	// share; nil on real GPUs.
+	SimulatedGPUState func(uuid string) string
 	// ToolkitConfig is the host's NVIDIA Container Toolkit configuration as
 	// the plugin sees it, checked for the image-environment bypass; empty
 	// skips the check.

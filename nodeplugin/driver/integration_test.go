@@ -21,6 +21,8 @@ import (
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
 	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
+	"github.com/gpuslice/gpuslice/nodeplugin/enforce"
+	"github.com/gpuslice/gpuslice/nodeplugin/shim"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
 )
 
@@ -125,6 +127,23 @@ func TestPublishAllocatePrepare(t *testing.T) {
 	}
 	if region.MemoryLimit != 8<<30 || region.ComputeShare != 25 {
 		t.Errorf("accounting region: limit %d share %d, want 8 GiB and 25 %%", region.MemoryLimit, region.ComputeShare)
+	}
+	limits, err := accounting.ReadLimits(filepath.Join(cfg1.AccountingRoot, uid, contract.LimitsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limits.MemoryLimit != 8<<30 || limits.ComputeShare != 25 || limits.Burst || limits.ComputeWindow != 100*time.Millisecond ||
+		limits.ContextOverhead != shim.DefaultContextOverhead || limits.SamplePeriod != enforce.Period {
+		t.Errorf("limits file %+v, want 8 GiB, 25 %%, no burst, the default window and context charge", limits)
+	}
+	var limitsMount *specs.Mount
+	for _, m := range edits.Mounts {
+		if m.ContainerPath == contract.ContainerLimitsPath {
+			limitsMount = m
+		}
+	}
+	if limitsMount == nil || limitsMount.HostPath != filepath.Join(cfg1.AccountingRoot, uid, contract.LimitsFile) || !slices.Contains(limitsMount.Options, "ro") {
+		t.Errorf("limits file mount %+v, want the claim's file, read-only", limitsMount)
 	}
 	cp, err := mustCheckpoint(t, cfg1.StateDir).Load()
 	if err != nil || cp.Claims[uid].State != checkpoint.PrepareCompleted {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/engine/spec"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
@@ -152,31 +153,49 @@ func (e *env) startPluginWith(node string, gpus int, o publish.Options) (*driver
 	return p, cfg
 }
 
-// class creates a device class for the V100 fraction, as the engine renders it.
+// class creates the DeviceClass of a package of the V100 fraction, as the
+// engine renders it.
 func (e *env) class(fraction int) string {
-	return e.classWith(fmt.Sprintf("%s-%dpct", e.ns, fraction), render.Selector(simulate.V100PCIe32GB.Name, fraction))
+	return e.packageClass(spec.Package{Name: fmt.Sprintf("%s-%dpct", e.ns, fraction), GPUModel: simulate.V100PCIe32GB.Name, Fraction: fraction})
 }
 
-// sharedClass creates a device class for the V100's any-size or
-// time-sliced device, as the engine renders it.
-func (e *env) sharedClass(sharing string) string {
-	return e.classWith(e.ns+"-"+sharing, render.SharedSelector(simulate.V100PCIe32GB.Name, sharing))
+// anySizeClass creates the DeviceClass of an any-size V100 package of
+// memory (e.g. "6Gi") and compute percent, as the engine renders it.
+func (e *env) anySizeClass(memory string, compute int) string {
+	return e.packageClass(spec.Package{Name: fmt.Sprintf("%s-%s-%d", e.ns, strings.ToLower(memory), compute), GPUModel: simulate.V100PCIe32GB.Name,
+		Memory: memory, ComputeShare: compute})
 }
 
+// timeSlicedClass creates the DeviceClass of a time-sliced V100 package of
+// replicas per GPU, as the engine renders it.
+func (e *env) timeSlicedClass(replicas int) string {
+	return e.packageClass(spec.Package{Name: fmt.Sprintf("%s-ts-%d", e.ns, replicas), GPUModel: simulate.V100PCIe32GB.Name,
+		Sharing: spec.SharingTimeSliced, Replicas: replicas})
+}
+
+// packageClass creates the package's DeviceClass as the engine renders it.
+func (e *env) packageClass(p spec.Package) string {
+	return e.createClass(render.DeviceClass(&p))
+}
+
+// classWith creates a class that is no package: only a selector.
 func (e *env) classWith(name, selector string) string {
-	_, err := e.client.ResourceV1().DeviceClasses().Create(e.ctx, &resourcev1.DeviceClass{
+	return e.createClass(&resourcev1.DeviceClass{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
 			CEL: &resourcev1.CELDeviceSelector{Expression: selector},
 		}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
+	})
+}
+
+func (e *env) createClass(dc *resourcev1.DeviceClass) string {
+	if _, err := e.client.ResourceV1().DeviceClasses().Create(e.ctx, dc, metav1.CreateOptions{}); err != nil {
 		e.tb.Fatal(err)
 	}
 	e.tb.Cleanup(func() {
-		_ = e.client.ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = e.client.ResourceV1().DeviceClasses().Delete(context.Background(), dc.Name, metav1.DeleteOptions{})
 	})
-	return name
+	return dc.Name
 }
 
 // waitSlices waits until node's plugin has published want devices.
@@ -228,10 +247,20 @@ func (e *env) runPodCapacity(name, class, node string, requests map[string]strin
 
 func (e *env) runPodWith(name, node string, exactly resourcev1.ExactDeviceRequest) string {
 	e.tb.Helper()
+	return e.runPodRequest(name, node, resourcev1.DeviceRequest{Name: "gpu", Exactly: &exactly})
+}
+
+// runPodRequest is runPod with the claim template's one request as given.
+func (e *env) runPodRequest(name, node string, request resourcev1.DeviceRequest) string {
+	e.tb.Helper()
+	class := ""
+	if request.Exactly != nil {
+		class = request.Exactly.DeviceClassName
+	}
 	_, err := e.client.ResourceV1().ResourceClaimTemplates(e.ns).Create(e.ctx, &resourcev1.ResourceClaimTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{contract.LabelPackage: exactly.DeviceClassName}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{contract.LabelPackage: class}},
 		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &exactly}},
+			Requests: []resourcev1.DeviceRequest{request},
 		}}},
 	}, metav1.CreateOptions{})
 	if err != nil {

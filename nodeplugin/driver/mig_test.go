@@ -20,7 +20,7 @@ import (
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuslice/gpuslice/contract"
-	"github.com/gpuslice/gpuslice/engine/render"
+	"github.com/gpuslice/gpuslice/engine/spec"
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
 	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
@@ -97,11 +97,10 @@ func TestMIGOnlyNodeNeedsNoFractions(t *testing.T) {
 	}
 }
 
-// migClass selects MIG devices of a profile, as a hand-written class might.
+// migClass creates the DeviceClass of a package of the A100's MIG
+// profile, as the engine renders it.
 func (e *env) migClass(profile string) string {
-	a := `device.attributes["` + contract.DriverName + `"]`
-	return e.classWith(e.ns+"-mig-"+profile, fmt.Sprintf(`device.driver == %q && has(%s.%s) && %s.%s == %q`,
-		contract.DriverName, a, contract.AttrMIGProfile, a, contract.AttrMIGProfile, profile))
+	return e.packageClass(spec.Package{Name: e.ns + "-mig-" + strings.ReplaceAll(profile, ".", "-"), GPUModel: simulate.A100SXM440GB.Name, MIGProfile: profile})
 }
 
 // A pod on a mixed node gets a MIG instance: its CDI spec holds the parent's
@@ -118,7 +117,7 @@ func TestMIGClaimLifecycle(t *testing.T) {
 	k, _ := dialKubelet(t, cfg)
 
 	migClaim, _ := e.placement("mig", e.runPod("mig", e.migClass("1g.5gb"), "mig-node"), true)
-	v100Claim, _ := e.placement("v100", e.runPod("v100", e.classWith(e.ns+"-25pct", render.Selector(simulate.V100PCIe32GB.Name, 25)), "mig-node"), true)
+	v100Claim, _ := e.placement("v100", e.runPod("v100", e.class(25), "mig-node"), true)
 	if _, err := k.Prepare(e.ctx, migClaim, v100Claim); err != nil {
 		t.Fatal(err)
 	}

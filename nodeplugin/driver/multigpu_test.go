@@ -3,6 +3,7 @@ package driver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -241,7 +242,8 @@ func (e *env) deviceStatuses(cl *resourcev1.ResourceClaim, n int) []driver.Slice
 
 // TestMultiDeviceRefused: claims the engine never renders, written by hand,
 // are refused with the reason and leave nothing on the node: two devices
-// on one GPU, and a whole GPU together with a slice.
+// on one GPU, and a whole GPU together with a slice (each request one
+// slice of its package).
 func TestMultiDeviceRefused(t *testing.T) {
 	node := "refuse-node"
 	e := newEnv(t, node)
@@ -251,14 +253,15 @@ func TestMultiDeviceRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	half, whole := e.class(50), e.class(100)
 	for name, tc := range map[string]struct {
-		devices []string
-		want    string
+		requests []handRequest
+		want     string
 	}{
-		"one-gpu": {[]string{"gpu-0-50pct-1", "gpu-0-50pct-2"}, "both on GPU"},
-		"mixed":   {[]string{"gpu-0-100pct-1", "gpu-1-50pct-1"}, "gpu-1-50pct-1 is a 50% slice"},
+		"one-gpu": {[]handRequest{{half, "gpu-0-50pct-1"}, {half, "gpu-0-50pct-2"}}, "both on GPU"},
+		"mixed":   {[]handRequest{{whole, "gpu-0-100pct-1"}, {half, "gpu-1-50pct-1"}}, "gpu-1-50pct-1 is a 50% slice"},
 	} {
-		cl := e.handAllocated(name, node, tc.devices...)
+		cl := e.handAllocated(name, node, tc.requests...)
 		_, err := k.Prepare(e.ctx, cl)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: prepare returned %v, want a refusal saying %q", name, err, tc.want)
@@ -270,24 +273,29 @@ func TestMultiDeviceRefused(t *testing.T) {
 	}
 }
 
-// handAllocated creates a claim and writes its allocation by hand (as a
-// person or another controller might), the devices from node's pool.
-func (e *env) handAllocated(name, node string, devices ...string) *resourcev1.ResourceClaim {
+// handRequest is one request of a hand-allocated claim: its class, and the
+// device written as its allocation.
+type handRequest struct{ class, device string }
+
+// handAllocated creates a claim of one request per handRequest (gpu0,
+// gpu1, …) and writes its allocation by hand (as a person or another
+// controller might), the devices from node's pool.
+func (e *env) handAllocated(name, node string, requests ...handRequest) *resourcev1.ResourceClaim {
 	e.tb.Helper()
-	cl, err := e.client.ResourceV1().ResourceClaims(e.ns).Create(e.ctx, &resourcev1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
-			Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "hand-written", Count: int64(len(devices))},
-		}}}},
-	}, metav1.CreateOptions{})
+	claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	alloc := &resourcev1.AllocationResult{}
+	for i, r := range requests {
+		req := fmt.Sprintf("gpu%d", i)
+		claim.Spec.Devices.Requests = append(claim.Spec.Devices.Requests, resourcev1.DeviceRequest{
+			Name: req, Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: r.class, Count: 1},
+		})
+		alloc.Devices.Results = append(alloc.Devices.Results, resourcev1.DeviceRequestAllocationResult{
+			Request: req, Driver: contract.DriverName, Pool: node, Device: r.device,
+		})
+	}
+	cl, err := e.client.ResourceV1().ResourceClaims(e.ns).Create(e.ctx, claim, metav1.CreateOptions{})
 	if err != nil {
 		e.tb.Fatal(err)
-	}
-	alloc := &resourcev1.AllocationResult{}
-	for _, d := range devices {
-		alloc.Devices.Results = append(alloc.Devices.Results, resourcev1.DeviceRequestAllocationResult{
-			Request: "gpu", Driver: contract.DriverName, Pool: node, Device: d,
-		})
 	}
 	cl.Status.Allocation = alloc
 	cl, err = e.client.ResourceV1().ResourceClaims(e.ns).UpdateStatus(e.ctx, cl, metav1.UpdateOptions{})

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,7 +35,12 @@ type Plugin struct {
 	host    cdispec.Host
 	ckpt    *checkpoint.File
 	bootID  string
+	classes *deviceClasses
 	metrics *metrics.Plugin
+	// registerer holds the plugin's metrics (a private registry when the
+	// configuration gives none)
+	registerer   prometheus.Registerer
+	stopEnforcer func()
 
 	mu       sync.Mutex
 	prepared map[string]checkpoint.Claim // last saved checkpoint's claims, for metrics
@@ -56,6 +63,7 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry() // metrics kept but not exported
 	}
+	p.registerer = reg
 	p.metrics = metrics.NewPlugin(reg)
 
 	found, err := discovery.Discover(cfg.NVML)
@@ -86,10 +94,12 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 	if err := p.setUpHost(); err != nil {
 		return nil, err
 	}
+	p.classes = watchDeviceClasses(ctx, cfg.Client)
 	p.checkToolkit(ctx)
 	if err := p.reconcileWithCheckpoint(ctx); err != nil {
 		return nil, err
 	}
+	p.startEnforcer(ctx)
 
 	for _, dir := range []string{cfg.PluginDataDir, cfg.RegistrarDir} {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -106,11 +116,13 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 		kubeletplugin.GRPCVerbosity(6),
 	)
 	if err != nil {
+		p.stopEnforcer()
 		return nil, fmt.Errorf("start the kubelet plugin service: %w", err)
 	}
 	p.helper = helper
 	if err := helper.PublishResources(ctx, publish.Build(cfg.NodeName, p.gpus, cfg.Publish)); err != nil {
 		helper.Stop()
+		p.stopEnforcer()
 		return nil, fmt.Errorf("publish ResourceSlices: %w", err)
 	}
 	p.log.Info("node plugin started", "node", cfg.NodeName, "gpus", len(p.gpus), "skipped", len(found.Skipped),
@@ -161,10 +173,14 @@ func driverVersion(gpus []discovery.GPU) string {
 	return gpus[0].DriverVersion
 }
 
-// Stop stops serving the kubelet and publishing; published slices stay.
+// Stop stops serving the kubelet, publishing and enforcing; published
+// slices stay.
 func (p *Plugin) Stop() {
 	if p.helper != nil {
 		p.helper.Stop()
+	}
+	if p.stopEnforcer != nil {
+		p.stopEnforcer()
 	}
 }
 
@@ -239,7 +255,8 @@ func (p *Plugin) claimsForMetrics() []metrics.Claim {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []metrics.Claim
-	for uid, c := range p.prepared {
+	for _, uid := range slices.Sorted(maps.Keys(p.prepared)) { // the first of a pod's claims is always the same one
+		c := p.prepared[uid]
 		if c.State != checkpoint.PrepareCompleted {
 			continue
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
 	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
 	"github.com/gpuslice/gpuslice/nodeplugin/discovery"
+	"github.com/gpuslice/gpuslice/nodeplugin/enforce"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
 )
@@ -47,8 +48,9 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	podsChanged := false
 	for _, claim := range claims {
 		uid := string(claim.UID)
-		entry, err := p.checkpointEntry(claim)
+		entry, err := p.checkpointEntry(ctx, claim)
 		if err != nil {
+			p.reportRefusal(claim, err)
 			fail(uid, err)
 			continue
 		}
@@ -175,9 +177,11 @@ func (p *Plugin) gpuMemory(uuid string) uint64 {
 	return 0
 }
 
-// createAccounting makes the claim's directory and region; fresh starts
-// over (after a reboot no process of the claim survives). A time-sliced
-// claim has no limits to account, a MIG claim's the hardware holds.
+// createAccounting makes the claim's directory, its limits file (the
+// limits the shim reads, mounted read-only into the claim's containers) and
+// its region; fresh starts over (after a reboot no process of the claim
+// survives). A time-sliced claim has no limits to account, a MIG claim's
+// the hardware holds.
 func (p *Plugin) createAccounting(uid string, c checkpoint.Claim, fresh bool) error {
 	if !c.Limited() {
 		return nil
@@ -191,7 +195,15 @@ func (p *Plugin) createAccounting(uid string, c checkpoint.Claim, fresh bool) er
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create accounting dir: %w", err)
 	}
-	err := accounting.Create(filepath.Join(dir, contract.RegionFile), c.MemoryBytes(), uint32(c.Fraction()), false, shim.DefaultComputeWindowMS*time.Millisecond)
+	window := shim.DefaultComputeWindowMS * time.Millisecond
+	err := accounting.WriteLimits(filepath.Join(dir, contract.LimitsFile), accounting.Limits{
+		MemoryLimit: c.MemoryBytes(), ComputeShare: uint32(c.Fraction()), ComputeWindow: window,
+		SamplePeriod: enforce.Period, ContextOverhead: shim.DefaultContextOverhead, Created: time.Now(),
+	})
+	if err != nil {
+		return fmt.Errorf("create the claim's limits file: %w", err)
+	}
+	err = accounting.Create(filepath.Join(dir, contract.RegionFile), c.MemoryBytes(), uint32(c.Fraction()), false, window)
 	if err != nil {
 		return fmt.Errorf("create accounting region: %w", err)
 	}
@@ -206,7 +218,11 @@ func (p *Plugin) writeSpec(uid string, c checkpoint.Claim) error {
 	var mig *cdispec.MIG
 	for _, d := range c.Devices {
 		g := p.gpu(d.GPUUUID)
-		gpus = append(gpus, cdispec.GPU{UUID: d.GPUUUID, Minor: d.GPUMinor, Model: g.Name, ComputeCapability: fmt.Sprintf("%d.%d", g.CCMajor, g.CCMinor)})
+		gpu := cdispec.GPU{UUID: d.GPUUUID, Minor: d.GPUMinor, Model: g.Name, ComputeCapability: fmt.Sprintf("%d.%d", g.CCMajor, g.CCMinor)}
+		if p.cfg.SimulatedGPUState != nil && d.MIG == nil {
+			gpu.SimulatedState = p.cfg.SimulatedGPUState(d.GPUUUID)
+		}
+		gpus = append(gpus, gpu)
 		if m := d.MIG; m != nil {
 			mig = &cdispec.MIG{UUID: m.UUID, Profile: m.Profile, MemoryBytes: d.MemoryBytes, GPUInstance: m.GPUInstance, ComputeInstance: m.ComputeInstance}
 		}

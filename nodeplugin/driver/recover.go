@@ -159,7 +159,7 @@ func (p *Plugin) rebuildCheckpoint(ctx context.Context) (*checkpoint.Checkpoint,
 		if !onNode {
 			continue
 		}
-		entry, err := p.checkpointEntry(claim)
+		entry, err := p.checkpointEntry(ctx, claim)
 		if err != nil {
 			p.log.Error(err, "claim left out of the rebuilt checkpoint")
 			continue

@@ -48,12 +48,13 @@ func TestAnySizeSharesOfOneGPU(t *testing.T) {
 	e := newEnv(t, node)
 	_, cfg := e.startPluginWith(node, 1, everything)
 	e.waitSlices(node, 7+2)
-	anySize, quarter := e.sharedClass(contract.SharingAnySize), e.class(25)
+	quarter := e.class(25)
+	classes := map[string]string{"a": e.anySizeClass("6Gi", 20), "b": e.anySizeClass("20Gi", 60)}
 
 	want := map[string][2]int64{"a": {6 << 30, 20}, "b": {20 << 30, 60}}
 	claims := map[string]*resourcev1.ResourceClaim{}
 	for pod, amounts := range map[string]map[string]string{"a": {"memory": "6Gi", "compute": "20"}, "b": {"memory": "20Gi", "compute": "60"}} {
-		cl, _ := e.placement(pod, e.runPodCapacity(pod, anySize, node, amounts), true)
+		cl, _ := e.placement(pod, e.runPodCapacity(pod, classes[pod], node, amounts), true)
 		r := cl.Status.Allocation.Devices.Results[0]
 		mem, comp := r.ConsumedCapacity[contract.CapacityMemory], r.ConsumedCapacity[contract.CapacityCompute]
 		if r.Device != "gpu-0-any-size" || r.ShareID == nil || mem.Value() != want[pod][0] || comp.Value() != want[pod][1] {
@@ -66,7 +67,7 @@ func TestAnySizeSharesOfOneGPU(t *testing.T) {
 	}
 	// 26 GiB and 80 % are taken: 8 GiB and 30 % do not fit; and while a share
 	// lives the GPU's counters are held, so no partition fits either.
-	if _, reason := e.placement("c", e.runPodCapacity("c", anySize, node, map[string]string{"memory": "8Gi", "compute": "30"}), false); !strings.Contains(reason, "cannot allocate all claims") {
+	if _, reason := e.placement("c", e.runPodCapacity("c", e.anySizeClass("8Gi", 30), node, map[string]string{"memory": "8Gi", "compute": "30"}), false); !strings.Contains(reason, "cannot allocate all claims") {
 		t.Fatalf("the overflowing claim waits for another reason: %q", reason)
 	}
 	if _, reason := e.placement("d", e.runPod("d", quarter, node), false); !strings.Contains(reason, "cannot allocate all claims") {
@@ -121,7 +122,7 @@ func TestTimeSlicedSharesOfOneGPU(t *testing.T) {
 	e := newEnv(t, node)
 	_, cfg := e.startPluginWith(node, 1, everything)
 	e.waitSlices(node, 7+2)
-	timeSliced := e.sharedClass(contract.SharingTimeSliced)
+	timeSliced := e.timeSlicedClass(2)
 	half := map[string]string{contract.CapacityShares: itoa(contract.SharesOf(2))}
 	var claims []*resourcev1.ResourceClaim
 	for _, pod := range []string{"t1", "t2"} {

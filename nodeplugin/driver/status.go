@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -142,4 +143,61 @@ func (p *Plugin) applyStatus(ctx context.Context, uid string, c checkpoint.Claim
 		return fmt.Errorf("apply status of claim %s/%s: %w", c.Namespace, c.Name, err)
 	}
 	return nil
+}
+
+// reportRefusal writes, in the background, why a claim was not prepared,
+// when the reason is what it was allocated (a refusal): each of its
+// gpuslice devices gets a Prepared condition that is False, so a tenant
+// reading its claim sees why its pod does not start. A claim whose status
+// already says so (the kubelet retries) is left alone.
+func (p *Plugin) reportRefusal(claim *resourceapi.ResourceClaim, err error) {
+	var r *refusal
+	if !errors.As(err, &r) || claim.Status.Allocation == nil || refusalReported(claim, r) {
+		return
+	}
+	status := resourceapply.ResourceClaimStatus()
+	for _, res := range claim.Status.Allocation.Devices.Results {
+		if res.Driver != contract.DriverName {
+			continue
+		}
+		dev := resourceapply.AllocatedDeviceStatus().WithDriver(contract.DriverName).WithPool(res.Pool).WithDevice(res.Device)
+		if res.ShareID != nil {
+			dev.WithShareID(string(*res.ShareID))
+		}
+		status.WithDevices(dev.WithConditions(metaapply.Condition().
+			WithType(ConditionPrepared).WithStatus(metav1.ConditionFalse).WithReason(r.reason).
+			WithMessage(r.msg).WithLastTransitionTime(metav1.Now())))
+	}
+	apply := resourceapply.ResourceClaim(claim.Name, claim.Namespace).WithUID(claim.UID).WithStatus(status)
+	p.log.Info("refused to prepare a claim", "claim", claim.Namespace+"/"+claim.Name, "reason", r.reason, "message", r.msg)
+	go func() {
+		ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+		defer cancel()
+		_, err := p.cfg.Client.ResourceV1().ResourceClaims(claim.Namespace).ApplyStatus(ctx, apply,
+			metav1.ApplyOptions{FieldManager: contract.DriverName + "/" + p.cfg.NodeName, Force: true})
+		if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			p.log.Error(err, "report the refusal in the claim's status", "claim", claim.Namespace+"/"+claim.Name)
+		}
+	}()
+}
+
+// refusalReported tells whether every gpuslice device of the claim already
+// carries the refusal.
+func refusalReported(claim *resourceapi.ResourceClaim, r *refusal) bool {
+	for _, res := range claim.Status.Allocation.Devices.Results {
+		if res.Driver != contract.DriverName {
+			continue
+		}
+		found := false
+		for _, d := range claim.Status.Devices {
+			if d.Driver == res.Driver && d.Pool == res.Pool && d.Device == res.Device && ptr.Deref(d.ShareID, "") == string(ptr.Deref(res.ShareID, "")) {
+				c := meta.FindStatusCondition(d.Conditions, ConditionPrepared)
+				found = c != nil && c.Status == metav1.ConditionFalse && c.Reason == r.reason && c.Message == r.msg
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }

@@ -22,6 +22,12 @@ slice set to 25 % and 50 % of the card, and reports:
                 elsewhere: make gpu-proof-bin)
   Bypass        a process started without the shim shows up in the plugin's
                 NVML accounting as unattributed memory
+  Enforcer      the node plugin's enforcer (gpuproof-nvml enforce) over a claim
+                whose processes this harness names: a process of the claim
+                without the shim that takes it past its limit is stopped
+                (SIGKILL), the claim's process with the shim is untouched, the
+                observation reaches the claim's limits file, and a process
+                with the shim filling its slice is never stopped
 
 Without a GPU it runs the same checks against the simulated driver of
 nodeplugin/shim/fake (what make test does); the parts that need a real GPU
@@ -52,7 +58,7 @@ GiB = 1 << 30
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SHIM_SRC = os.path.join(REPO, "nodeplugin", "shim")
-PARTS = ["view", "memory", "compute", "overhead", "discovery", "bypass"]
+PARTS = ["view", "memory", "compute", "overhead", "discovery", "bypass", "enforcer"]
 # The share a paced loop must reach, give or take (percentage points); the
 # shim's own tests hold four simulated tenants to the same.
 SHARE_TOLERANCE_PP = 5.0
@@ -228,6 +234,7 @@ class Proof:
         self.real = False
         self.fake_state = None
         self.offsets = {}
+        self.limits = {}
         self.ctx_overhead = 0
         self.card = {}
         self.discovered = None
@@ -255,13 +262,30 @@ class Proof:
             self.nclaims += 1
             self.fake_state = os.path.join(self.claims, "fakegpu-%d" % self.nclaims)
 
+    def write_limits(self, d, limit, share):
+        """The claim's limits file, as the node plugin writes it when it
+        prepares a claim (layout from gpuslice.h); the library reads its
+        limits there, not in the environment."""
+        L = self.limits
+        b = bytearray(L["SIZE"])
+        struct.pack_into("<QII", b, L["OFF_MAGIC"], L["MAGIC"], L["VERSION"], L["SIZE"])
+        struct.pack_into("<Q", b, L["OFF_MEMORY_LIMIT"], limit)
+        struct.pack_into("<I", b, L["OFF_COMPUTE_SHARE"], share)
+        struct.pack_into("<I", b, L["OFF_COMPUTE_WINDOW_MS"], L["WINDOW_MS"])
+        struct.pack_into("<I", b, L["OFF_SAMPLE_PERIOD_MS"], 200)
+        struct.pack_into("<Q", b, L["OFF_CONTEXT_OVERHEAD"], self.ctx_overhead)
+        struct.pack_into("<Q", b, L["OFF_CREATED_UNIX_NS"], time.time_ns())
+        with open(os.path.join(d, "gpuslice.limits"), "wb") as f:
+            f.write(b)
+
     def claim(self, limit, share, **extra):
         """The environment of a process in a new claim: what the node plugin's
         CDI spec sets, with the library in LD_PRELOAD instead of
-        /etc/ld.so.preload."""
+        /etc/ld.so.preload, and the claim's limits file."""
         self.nclaims += 1
         d = os.path.join(self.claims, "claim-%d" % self.nclaims)
         os.makedirs(d)
+        self.write_limits(d, limit, share)
         env = self.base_env()
         env.update({"GPUSLICE_MEMORY_LIMIT": str(limit), "GPUSLICE_COMPUTE_SHARE": str(share),
                     "GPUSLICE_ACCOUNTING_DIR": d, "LD_PRELOAD": self.shim_lib})
@@ -332,6 +356,9 @@ class Proof:
             self.offsets[name] = int(val)
         m = re.search(r"^#define GPUSLICE_DEFAULT_CONTEXT_OVERHEAD (\d+)ULL$", h, re.M)
         self.ctx_overhead = int(m.group(1))
+        for name, val in re.findall(r"^#define GPUSLICE_LIMITS_(\w+) (0x[0-9a-f]+|\d+)(?:ULL|u)?\b", h, re.M):
+            self.limits[name] = int(val, 0)
+        self.limits["WINDOW_MS"] = int(re.search(r"^#define GPUSLICE_DEFAULT_COMPUTE_WINDOW_MS (\d+)u$", h, re.M).group(1))
 
     def build_all(self):
         for d in (self.build, self.claims):
@@ -434,8 +461,8 @@ class Proof:
             src = "cuDeviceTotalMem_v2 (gpuproof-nvml unavailable)"
         r.out("card memory: %s (%s); slices: %s of it, as the node plugin publishes them (memory x fraction / 100)"
               % (mib(self.total), src, ", ".join("%d %%" % f for f in self.a.slices)))
-        r.out("each claim: GPUSLICE_MEMORY_LIMIT, GPUSLICE_COMPUTE_SHARE, a fresh GPUSLICE_ACCOUNTING_DIR, the shim in "
-              "LD_PRELOAD; context overhead charged %s (the shim's default)" % mib(self.ctx_overhead))
+        r.out("each claim: a fresh GPUSLICE_ACCOUNTING_DIR with the limits file the node plugin writes, GPUSLICE_MEMORY_LIMIT, "
+              "GPUSLICE_COMPUTE_SHARE, the shim in LD_PRELOAD; context overhead charged %s (the shim's default)" % mib(self.ctx_overhead))
 
     # ---- view ----
 
@@ -833,6 +860,91 @@ class Proof:
             if c:
                 c.close(5)
 
+    def limits_observed(self, env):
+        """The observation the enforcer wrote into the claim's limits file."""
+        with open(os.path.join(env["GPUSLICE_ACCOUNTING_DIR"], "gpuslice.limits"), "rb") as f:
+            b = f.read(self.limits["SIZE"])
+        used, seq = struct.unpack_from("<QQ", b, self.limits["OFF_OBSERVED_USED"])
+        return used, seq
+
+    def enforcer(self):
+        r = self.r
+        r.section("Enforcer (the node plugin's nodeplugin/enforce on this machine's NVML)")
+        nv = self.need_nvml_bin("enforcer")
+        if not nv:
+            return
+        self.fresh_gpu()
+        limit = self.total * 25 // 100
+        env = self.claim(limit, 25)
+        enf = legit = bypass = filler = None
+        name = "a process of the claim past its limit without the shim is stopped"
+        try:
+            enf = Child([nv, "enforce", "--limit", str(limit), "--limits-file",
+                         os.path.join(env["GPUSLICE_ACCOUNTING_DIR"], "gpuslice.limits")], self.base_env(), "gpuproof-nvml enforce")
+            enf.expect("ready", self.left(60))
+            hold = limit // MiB // 2
+            legit = Child(self.cuda("hold", hold), env, "the claim's process with the shim")
+            enf.send("pid %d" % legit.p.pid)
+            legit.expect("holding", self.left(120))
+            # the claim's process outside the shim (a static binary, direct
+            # driver calls, a chroot without the preload): over the limit with
+            # what the other one holds
+            bypass = Child(self.cuda("hold", limit // MiB), self.base_env(), "the claim's process without the shim")
+            enf.send("pid %d" % bypass.p.pid)
+            try:
+                bypass.expect("holding", self.left(120))
+                over = time.time_ns()
+            except Failed:
+                over = None  # stopped before it could say so
+            kill = enf.expect("kill", self.left(30))
+            bypass.p.wait(timeout=self.left(30))
+            took = (kill["killedUnixNs"] - over) / 1e6 if over else float("nan")
+            r.check(kill["pid"] == bypass.p.pid and not kill.get("error") and bypass.p.returncode == -signal.SIGKILL, name,
+                    "pid %d held %s; the claim %s of its %s; killed (exit %s) %.0f ms after it said it held the memory, "
+                    "%.0f ms after the sample that saw it began"
+                    % (kill["pid"], mib(kill["usedBytes"]), mib(kill["claimUsedBytes"]), mib(kill["limitBytes"]),
+                       bypass.p.returncode, took, (kill["killedUnixNs"] - kill["sampledUnixNs"]) / 1e6))
+            r.check(legit.p.poll() is None, "the claim's process with the shim is untouched",
+                    "still running, holding %d MiB" % hold)
+            deadline = time.monotonic() + 10
+            used, seq = self.limits_observed(env)
+            while used < hold * MiB and time.monotonic() < deadline:
+                time.sleep(0.05)
+                used, seq = self.limits_observed(env)
+            r.check(used >= hold * MiB and seq >= 2, "the observation reaches the claim's limits file",
+                    "observed_used %s after %d observations (the shim charges against it)" % (mib(used), seq // 2))
+            legit.close()
+            legit = None
+            name = "a process with the shim filling its slice is not stopped"
+            filler = Child(self.cuda("interactive"), env, "the claim's process filling its slice")
+            enf.send("pid %d" % filler.p.pid)
+            filler.expect("ready", self.left(120))
+            got = 0
+            while True:
+                filler.send("alloc %d" % CHUNK_MIB)
+                if kv(filler.expect("alloc ", self.left(60)))["rc"] != "CUDA_SUCCESS":
+                    break
+                got += CHUNK_MIB * MiB
+            # a full sample period and then some, with the slice full
+            time.sleep(1.0)
+            alive = filler.p.poll() is None
+            r.check(alive, name, "%s allocated through the shim of the %s slice; %s one second later (the shim charges %s per context: "
+                    "a real context that costs more shows here)" % (mib(got), mib(limit), "still running" if alive else "STOPPED",
+                                                                     mib(self.ctx_overhead)))
+            filler.close()
+            filler = None
+            enf.p.stdin.close()
+            done = enf.expect("done", self.left(30))
+            if done:
+                r.info("enforcer: %d samples, %.0f µs each on average, %.0f µs at most"
+                       % (done["samples"], done["sampleMeanNs"] / 1e3, done["sampleMaxNs"] / 1e3))
+        except (Failed, ValueError, KeyError, subprocess.TimeoutExpired) as e:
+            r.fail(name, str(e))
+        finally:
+            for c in (filler, bypass, legit, enf):
+                if c:
+                    c.close(5)
+
     # ---- all ----
 
     def run_all(self):
@@ -851,7 +963,7 @@ class Proof:
                 self.step("view", lambda: self.view(f, limit))
             if "memory" in self.a.parts:
                 self.step("memory limit", lambda: self.memory(f, limit))
-        for part in ("compute", "overhead", "discovery", "bypass"):
+        for part in ("compute", "overhead", "discovery", "bypass", "enforcer"):
             if part in self.a.parts:
                 self.step(part, getattr(self, part))
 

@@ -220,6 +220,15 @@ func TestProofOnSimulatedDriver(t *testing.T) {
 	if ls := r.find("Bypass", "its memory is no longer reported once it exits"); len(ls) != 1 || ls[0].status != "PASS" {
 		t.Errorf("bypass detection after exit: %+v", ls)
 	}
+	for _, name := range []string{"a process of the claim past its limit without the shim is stopped", "the claim's process with the shim is untouched",
+		"the observation reaches the claim's limits file", "a process with the shim filling its slice is not stopped"} {
+		if ls := r.find("Enforcer", name); len(ls) != 1 || ls[0].status != "PASS" {
+			t.Errorf("enforcer: %s: %+v, want one PASS", name, ls)
+		}
+	}
+	if !regexp.MustCompile(`killed \(exit -9\) \d+ ms after it said it held the memory`).MatchString(r.text) {
+		t.Errorf("the report does not say how long the enforcer took")
+	}
 }
 
 // The proof fails when the shim does not enforce: with an inert library

@@ -1,23 +1,19 @@
 package metrics
 
 import (
-	"os"
-	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuslice/gpuslice/nodeplugin/discovery"
+	"github.com/gpuslice/gpuslice/nodeplugin/gpuprocs"
 )
 
-// The shim is the enforcement; this is the backstop. NVML lists every
-// process using a GPU and the memory the driver gave it; each process's
-// cgroup names its pod, and the checkpoint knows each claim's pods. A
-// program that bypasses the shim (static linking, raw ioctls) still shows
-// up here: as a claim above its limit, or as memory no claim accounts for.
+// What NVML shows of each claim, attributed by package gpuprocs: a program
+// that bypasses the shim (static linking, raw ioctls) shows up here as a
+// claim above its limit (which package enforce stops) or as memory no claim
+// accounts for.
 var (
 	descNVMLUsed         = prometheus.NewDesc("gpuslice_claim_nvml_memory_used_bytes", "Device memory NVML reports for the processes of the claim's pods.", claimLabels, nil)
 	descOverLimit        = prometheus.NewDesc("gpuslice_claim_over_limit", "1 when NVML shows the claim's processes using more than its limit (something bypassed the shim).", claimLabels, nil)
@@ -53,37 +49,29 @@ func (c ProcessCollector) Collect(ch chan<- prometheus.Metric) {
 		if ret != nvml.SUCCESS {
 			continue
 		}
-		// pod UID -> claims prepared on this GPU; limit: each claim's
-		// memory on this GPU (0: the claim is not on it)
-		byPod := map[string][]int{}
+		// limit: each claim's memory on this GPU
 		used := make([]uint64, len(claims))
 		limit := make([]uint64, len(claims))
 		onGPU := make([]bool, len(claims))
+		pods := make([][]string, len(claims))
 		for i, cl := range claims {
 			for _, cg := range cl.GPUs {
 				if cg.UUID == g.UUID {
-					onGPU[i], limit[i] = true, cg.MemoryLimit
+					onGPU[i], limit[i], pods[i] = true, cg.MemoryLimit, cl.PodUIDs
 				}
 			}
-			if !onGPU[i] {
-				continue
-			}
-			for _, pod := range cl.PodUIDs {
-				byPod[pod] = append(byPod[pod], i)
-			}
 		}
+		owners := gpuprocs.NewOwners(pods)
 		var unattributed uint64
 		unattributedProcs := 0
 		for _, p := range procs {
-			owners := byPod[PodUIDOf(c.ProcRoot, p.Pid)]
-			if len(owners) == 0 {
+			i := owners.Of(gpuprocs.PodUIDOf(c.ProcRoot, p.Pid))
+			if i < 0 {
 				unattributed += p.UsedGpuMemory
 				unattributedProcs++
 				continue
 			}
-			// a pod with two claims on one GPU: charge the first, the
-			// cgroup cannot tell them apart
-			used[owners[0]] += p.UsedGpuMemory
+			used[i] += p.UsedGpuMemory
 		}
 		for i, cl := range claims {
 			if !onGPU[i] {
@@ -101,22 +89,4 @@ func (c ProcessCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descUnaccounted, prometheus.GaugeValue, float64(unattributed), gl...)
 		ch <- prometheus.MustNewConstMetric(descUnaccountedProcs, prometheus.GaugeValue, float64(unattributedProcs), gl...)
 	}
-}
-
-// podUIDPattern finds the pod UID in a cgroup path, as the cgroupfs driver
-// writes it (pod1b4e…-…) and as the systemd driver does (pod1b4e…_…).
-var podUIDPattern = regexp.MustCompile(`pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})`)
-
-// PodUIDOf returns the UID of the pod a process runs in, from its cgroup,
-// or "" for a process outside any pod (or gone).
-func PodUIDOf(procRoot string, pid uint32) string {
-	b, err := os.ReadFile(filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10), "cgroup"))
-	if err != nil {
-		return ""
-	}
-	m := podUIDPattern.FindSubmatch(b)
-	if m == nil {
-		return ""
-	}
-	return strings.ReplaceAll(string(m[1]), "_", "-")
 }

@@ -36,6 +36,11 @@ func runTenants(t *testing.T, ts []tenant, w0, w1 time.Duration) ([]float64, err
 		e.FakeState = gpu
 		e.Vars = append(e.Vars, "GPUSLICE_COMPUTE_SHARE="+strconv.Itoa(max(tn.share, 1)))
 		if tn.burst {
+			// burst is the plugin's to grant (the limits file); the
+			// environment can only turn it off
+			l := shimtest.Limits(slice)
+			l.Burst = true
+			e.WriteLimits(t, l)
 			e.Vars = append(e.Vars, "GPUSLICE_COMPUTE_BURST=1")
 		}
 		cmds[i] = e.Command(tn.share > 0, "gs_probe", "tenant", tn.kind, strconv.Itoa(tn.us), strconv.FormatInt(epoch, 10),

@@ -3,7 +3,6 @@ package shim_test
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +13,8 @@ import (
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/internal/shimtest"
 )
 
-// Configuration errors refuse the GPU with a message; no configuration at all
-// leaves the process alone.
+// Configuration errors refuse the GPU with a message, and so does a process
+// without a limits file: the library fails closed.
 func TestConfiguration(t *testing.T) {
 	e := shimtest.NewEnv(t, slice)
 	e.Vars = []string{"GPUSLICE_MEMORY_LIMIT=eight"}
@@ -33,20 +32,40 @@ func TestConfiguration(t *testing.T) {
 	}
 
 	e = shimtest.NewEnv(t, slice)
-	e.Vars = nil // the accounting directory is set, the limit is not, no region exists
-	out, err = e.Command(true, "gs_probe", "info").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "GPUSLICE_MEMORY_LIMIT is not set") {
-		t.Errorf("no limit and no region: %v\n%s", err, out)
-	}
-
-	e = shimtest.NewEnv(t, slice)
 	e.Vars = []string{"GPUSLICE_MEMORY_LIMIT=8Gi"} // suffixes work too
 	if got := field(t, run(t, e.Command(true, "gs_probe", "info")), "cuMemGetInfo_v2", "total"); got != slice {
 		t.Errorf("8Gi: total %d", got)
 	}
 
-	if _, err := os.Stat(filepath.Join(contract.ContainerAccountingDir, contract.RegionFile)); err == nil {
-		testenv.Unavailable(t, "%s exists on this machine (a node of a cluster with the shim?); cannot test an unconfigured process", contract.ContainerAccountingDir)
+	e = shimtest.NewEnv(t, slice)
+	os.Remove(e.LimitsFile()) // the environment alone is no configuration
+	out, err = e.Command(true, "gs_probe", "info").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no limits file "+e.LimitsFile()) || !strings.Contains(string(out), "allocations are refused") {
+		t.Errorf("the environment's limit and no limits file: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(e.Region()); err == nil {
+		t.Error("a region was created from the environment")
+	}
+
+	for name, content := range map[string][]byte{
+		"garbage":       bytes.Repeat([]byte{0x5A}, accounting.LimitsSize),
+		"short":         accounting.EncodeLimits(shimtest.Limits(slice))[:64],
+		"version 2":     func() []byte { b := accounting.EncodeLimits(shimtest.Limits(slice)); b[8] = 2; return b }(),
+		"no memory":     func() []byte { b := accounting.EncodeLimits(shimtest.Limits(slice)); clear(b[16:24]); return b }(),
+		"share of 101%": func() []byte { b := accounting.EncodeLimits(shimtest.Limits(slice)); b[24] = 101; return b }(),
+	} {
+		e = shimtest.NewEnv(t, slice)
+		if err := os.WriteFile(e.LimitsFile(), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err = e.Command(true, "gs_probe", "info").CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "limits file "+e.LimitsFile()) || !strings.Contains(string(out), "allocations are refused") {
+			t.Errorf("a limits file with %s: %v\n%s", name, err, out)
+		}
+	}
+
+	if _, err := os.Stat(contract.ContainerLimitsPath); err == nil {
+		testenv.Unavailable(t, "%s exists on this machine (a container of a claim?); cannot test a process outside one", contract.ContainerLimitsPath)
 	}
 	cmd := e.Command(true, "gs_probe", "info")
 	var env []string
@@ -56,8 +75,9 @@ func TestConfiguration(t *testing.T) {
 		}
 	}
 	cmd.Env = env
-	if got := field(t, run(t, cmd), "cuMemGetInfo_v2", "total"); got != 32*GiB {
-		t.Errorf("no configuration at all: total %d, want the device's 32 GiB", got)
+	out, err = cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no limits file "+contract.ContainerLimitsPath) {
+		t.Errorf("no configuration at all: %v\n%s", err, out)
 	}
 }
 

@@ -51,12 +51,17 @@ func TestConstantsMatchHeader(t *testing.T) {
 		"GPUSLICE_CONTAINER_PRELOAD":         contract.ContainerPreloadPath,
 		"GPUSLICE_CONTAINER_ACCOUNTING_DIR":  contract.ContainerAccountingDir,
 		"GPUSLICE_REGION_FILE":               contract.RegionFile,
+		"GPUSLICE_LIMITS_FILE":               contract.LimitsFile,
 		"GPUSLICE_DEFAULT_CONTEXT_OVERHEAD":  strconv.Itoa(shim.DefaultContextOverhead) + "ULL",
 		"GPUSLICE_DEFAULT_COMPUTE_WINDOW_MS": strconv.Itoa(shim.DefaultComputeWindowMS) + "u",
 	} {
 		if defs[name] != want {
 			t.Errorf("%s: gpuslice.h has %q, package shim %q", name, defs[name], want)
 		}
+	}
+	if defs["GPUSLICE_CONTAINER_LIMITS"] != `GPUSLICE_CONTAINER_ACCOUNTING_DIR "/" GPUSLICE_LIMITS_FILE` ||
+		contract.ContainerLimitsPath != contract.ContainerAccountingDir+"/"+contract.LimitsFile {
+		t.Errorf("GPUSLICE_CONTAINER_LIMITS is %q, package contract's %q", defs["GPUSLICE_CONTAINER_LIMITS"], contract.ContainerLimitsPath)
 	}
 }
 
@@ -204,8 +209,9 @@ func TestForkedWorker(t *testing.T) {
 }
 
 // The library is loaded by /etc/ld.so.preload, with the environment (as the
-// CDI spec sets it) and without it (an ssh or su session that dropped it; the
-// limits then come from the region at the fixed accounting directory).
+// CDI spec sets it), without it (an ssh or su session that dropped it), and
+// with GPUSLICE_ACCOUNTING_DIR pointing elsewhere: where the container's
+// limits file exists, it and the container's region are the ones used.
 func TestPreloadFile(t *testing.T) {
 	e := shimtest.NewEnv(t, slice)
 	if _, err := exec.LookPath("unshare"); err != nil {
@@ -219,6 +225,8 @@ func TestPreloadFile(t *testing.T) {
 		os.WriteFile(filepath.Join(etc, "ld.so.cache"), cache, 0o644)
 	}
 	probe := filepath.Join(e.Bin, "gs_probe")
+	// a directory a tenant made, with limits of its own choosing
+	own := shimtest.NewEnv(t, 32*GiB)
 	script := fmt.Sprintf(`set -e
 mount --bind %[1]q /etc
 mount -t tmpfs none /run
@@ -231,7 +239,9 @@ echo "== with the environment"
 %[5]q
 echo "== without it"
 env -u GPUSLICE_MEMORY_LIMIT -u GPUSLICE_ACCOUNTING_DIR -u GPUSLICE_CONTEXT_OVERHEAD %[4]q info
-`, etc, e.AccountingDir, contract.RegionFile, probe, filepath.Join(e.Bin, "gpuslice-smi"))
+echo "== with a directory of its own"
+env -u GPUSLICE_MEMORY_LIMIT GPUSLICE_ACCOUNTING_DIR=%[6]q %[4]q info
+`, etc, e.AccountingDir, contract.RegionFile, probe, filepath.Join(e.Bin, "gpuslice-smi"), own.AccountingDir)
 	var out []byte
 	var err error
 	for _, args := range [][]string{{"--mount"}, {"--mount", "--map-root-user"}} {
@@ -250,6 +260,7 @@ env -u GPUSLICE_MEMORY_LIMIT -u GPUSLICE_ACCOUNTING_DIR -u GPUSLICE_CONTEXT_OVER
 	}
 	t.Logf("%s", out)
 	with, without, _ := strings.Cut(string(out), "== without it")
+	without, ownDir, _ := strings.Cut(without, "== with a directory of its own")
 	if got := field(t, with, "cuMemGetInfo_v2", "total"); got != slice {
 		t.Errorf("with /etc/ld.so.preload: total %d, want %d", got, uint64(slice))
 	}
@@ -257,6 +268,12 @@ env -u GPUSLICE_MEMORY_LIMIT -u GPUSLICE_ACCOUNTING_DIR -u GPUSLICE_CONTEXT_OVER
 		t.Errorf("gpuslice-smi under /etc/ld.so.preload:\n%s", with)
 	}
 	if got := field(t, without, "cuMemGetInfo_v2", "total"); got != slice {
-		t.Errorf("without the environment: total %d, want the region's %d", got, uint64(slice))
+		t.Errorf("without the environment: total %d, want the limits file's %d", got, uint64(slice))
+	}
+	if got := field(t, ownDir, "cuMemGetInfo_v2", "total"); got != slice {
+		t.Errorf("%s pointing at a directory with 32 GiB limits: total %d, want the container's %d", contract.EnvAccountingDir, got, uint64(slice))
+	}
+	if _, err := os.Stat(own.Region()); err == nil {
+		t.Errorf("the library used the region in %s, not the container's", contract.EnvAccountingDir)
 	}
 }

@@ -1,11 +1,20 @@
 // Command gpuproof-nvml is the Go half of make gpu-proof: the node plugin's
-// own discovery, the ResourceSlices it would publish, and its NVML process
-// accounting, run on whatever libnvidia-ml.so.1 the machine loads (the real
-// one on a GPU machine, the simulated one of nodeplugin/shim/fake in make
-// test). It prints JSON for nodeplugin/gpuproof/gpu_proof.py.
+// own discovery, the ResourceSlices it would publish, its NVML process
+// accounting and its enforcer, run on whatever libnvidia-ml.so.1 the machine
+// loads (the real one on a GPU machine, the simulated one of
+// nodeplugin/shim/fake in make test). It prints JSON for
+// nodeplugin/gpuproof/gpu_proof.py.
 //
 //	gpuproof-nvml discover [--node NAME] [--fractions 25,50,100]
 //	gpuproof-nvml processes
+//	gpuproof-nvml enforce --limit BYTES [--limits-file PATH]
+//
+// enforce runs the node plugin's enforcer (nodeplugin/enforce) over one
+// claim of BYTES on every GPU whose processes are the PIDs given on stdin
+// ("pid N" lines; processes outside pods, so the harness says which form
+// the claim), writing its observation into the claim's limits file. It
+// prints a JSON line for each process it stops and, once stdin closes, one
+// with its sampling cost.
 //
 // GPU machines have no Go: build it with make gpu-proof-bin and carry
 // bin/gpu-proof/ there.
@@ -42,12 +51,14 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: gpuproof-nvml discover [--node NAME] [--fractions 25,50,100] | processes")
+		return errors.New("usage: gpuproof-nvml discover [--node NAME] [--fractions 25,50,100] | processes | enforce --limit BYTES [--limits-file PATH]")
 	}
 	host, _ := os.Hostname()
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	node := fs.String("node", host, "the node name the ResourceSlices name")
 	fractions := fs.String("fractions", "25,50,100", "slice sizes offered on every GPU, as the node plugin's --fractions")
+	limit := fs.Uint64("limit", 0, "enforce: the claim's memory limit in bytes")
+	limitsFile := fs.String("limits-file", "", "enforce: the claim's limits file, where the observation is written")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -76,8 +87,13 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
+	case "enforce":
+		if *limit == 0 {
+			return errors.New("enforce: --limit is required")
+		}
+		return enforceClaim(lib, res.GPUs, *limit, *limitsFile, os.Stdin, os.Stdout)
 	default:
-		return fmt.Errorf("unknown command %q: want discover or processes", args[0])
+		return fmt.Errorf("unknown command %q: want discover, processes or enforce", args[0])
 	}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")

@@ -1,8 +1,11 @@
-// Package accounting reads a claim's accounting region: the file that
-// libgpuslice.so, preloaded into every process of the claim, charges device
-// memory against (see ../include/gpuslice.h, which this package follows
-// field by field). The node plugin uses it for metrics and to create the
-// region when it prepares a claim. Pure Go: no cgo.
+// Package accounting reads and writes a claim's accounting files (see
+// ../include/gpuslice.h, which this package follows field by field): the
+// limits file the node plugin writes when it prepares a claim (limits.go),
+// and the accounting region that libgpuslice.so, preloaded into every
+// process of the claim, charges device memory against. The node plugin uses
+// it for metrics, for its enforcer's observations and to create both files.
+// Every field of a region is untrusted: any process of the claim can write
+// it. Pure Go: no cgo.
 package accounting
 
 import (
@@ -21,6 +24,12 @@ const (
 	SlotSize   = 128
 	SlotCount  = 512
 	RegionSize = HeaderSize + SlotSize*SlotCount
+
+	// Bounds on the geometry a region may declare.
+	MaxHeaderSize = 4096
+	MaxSlotSize   = 1024
+	MaxSlotCount  = 4096
+	MaxRegionSize = MaxHeaderSize + MaxSlotSize*MaxSlotCount
 
 	FlagComputeBurst = 0x1
 
@@ -74,10 +83,13 @@ const (
 
 // Region is a snapshot of an accounting region.
 type Region struct {
-	Version       uint32
-	HeaderSize    uint32
-	SlotSize      uint32
-	SlotCount     uint32
+	Version    uint32
+	HeaderSize uint32
+	SlotSize   uint32
+	SlotCount  uint32
+	// MemoryLimit, ComputeShare, Burst and ComputeWindow are the copy of
+	// the limits written when the region was created, for libraries older
+	// than the limits file: not the claim's limits (ReadLimits reads those).
 	MemoryLimit   uint64 // bytes
 	ComputeShare  uint32 // percent
 	Burst         bool
@@ -121,7 +133,8 @@ type Process struct {
 // ErrNotRegion is returned for data that is not an accounting region.
 var ErrNotRegion = errors.New("not a gpuslice accounting region")
 
-// Decode parses a copy of a region.
+// Decode parses a copy of a region. The region's own geometry fields are
+// checked against the bounds and b's length before any slot is read.
 func Decode(b []byte) (*Region, error) {
 	le := binary.LittleEndian
 	if len(b) < 64 || le.Uint64(b[offMagic:]) != Magic {
@@ -136,12 +149,16 @@ func Decode(b []byte) (*Region, error) {
 	if r.Version != Version {
 		return r, fmt.Errorf("region layout version %d, this reader knows version %d", r.Version, Version)
 	}
-	if r.HeaderSize < HeaderSize || r.SlotSize < SlotSize || r.SlotCount == 0 {
+	if r.HeaderSize < HeaderSize || r.HeaderSize > MaxHeaderSize || r.SlotSize < SlotSize || r.SlotSize > MaxSlotSize ||
+		r.SlotCount == 0 || r.SlotCount > MaxSlotCount {
 		return r, fmt.Errorf("region geometry is invalid (header %d, slot %d × %d)", r.HeaderSize, r.SlotSize, r.SlotCount)
 	}
 	if need := uint64(r.HeaderSize) + uint64(r.SlotSize)*uint64(r.SlotCount); uint64(len(b)) < need {
 		return r, fmt.Errorf("region is %d bytes, its header needs %d", len(b), need)
 	}
+	// the limits' copy: a library older than the limits file reads it, and
+	// any process of the claim can write it; the claim's limits are in its
+	// limits file
 	r.MemoryLimit = le.Uint64(b[offMemoryLimit:])
 	r.ComputeShare = le.Uint32(b[offComputeShare:])
 	r.Burst = le.Uint32(b[offFlags:])&FlagComputeBurst != 0

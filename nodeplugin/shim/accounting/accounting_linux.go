@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -19,7 +20,10 @@ const (
 
 // ReadFile takes a consistent-per-field snapshot of the region at path (each
 // 8-byte field is read atomically, as the library writes it) and reports
-// which processes are still alive.
+// which processes are still alive. It reads at most the bytes the region's
+// geometry needs, within MaxRegionSize, whatever the file's size, and a file
+// that shrinks while it is read is an error, not a crash: any process of the
+// claim can write or truncate it.
 func ReadFile(path string) (*Region, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -30,19 +34,18 @@ func ReadFile(path string) (*Region, error) {
 	if err != nil {
 		return nil, err
 	}
-	size := int(st.Size()) &^ 7
-	if size < 64 {
+	if !st.Mode().IsRegular() || st.Size() < 64 {
 		return nil, fmt.Errorf("%s: %w", path, ErrNotRegion)
 	}
+	size := int(min(st.Size(), MaxRegionSize)) &^ 7
 	m, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ, syscall.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map %s: %w", path, err)
 	}
 	defer syscall.Munmap(m)
-	b := make([]byte, size)
-	for off := 0; off < size; off += 8 {
-		v := atomic.LoadUint64((*uint64)(unsafe.Pointer(&m[off])))
-		*(*uint64)(unsafe.Pointer(&b[off])) = v
+	b, err := copyMapped(m)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	r, err := Decode(b)
 	if err != nil {
@@ -55,6 +58,31 @@ func ReadFile(path string) (*Region, error) {
 		}
 	}
 	return r, nil
+}
+
+// copyMapped copies the part of a mapped region its geometry needs, with
+// atomic 8-byte loads. A page that vanished (the file was truncated after it
+// was mapped) faults; the fault becomes an error instead of ending the
+// process.
+func copyMapped(m []byte) (b []byte, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = nil, fmt.Errorf("the file changed size while it was read: %v", r)
+		}
+	}()
+	load := func(off int) uint64 { return atomic.LoadUint64((*uint64)(unsafe.Pointer(&m[off]))) }
+	n := min(len(m), HeaderSize)
+	g1, g2 := load(offHeaderSize-4), load(offSlotSize) // version|header_size, slot_size|slot_count
+	hdr, slot, count := uint64(uint32(g1>>32)), uint64(uint32(g2)), uint64(uint32(g2>>32))
+	if hdr <= MaxHeaderSize && slot <= MaxSlotSize && count <= MaxSlotCount {
+		n = int(min(uint64(len(m)), max(uint64(n), hdr+slot*count))) &^ 7
+	}
+	b = make([]byte, n)
+	for off := 0; off < n; off += 8 {
+		*(*uint64)(unsafe.Pointer(&b[off])) = load(off)
+	}
+	return b, nil
 }
 
 // locked reports whether another open file description holds a lock on the
@@ -127,3 +155,97 @@ func HoldPresence(f *os.File) error {
 	lk := syscall.Flock_t{Type: syscall.F_RDLCK, Start: LockPresence, Len: 1}
 	return syscall.FcntlFlock(f.Fd(), fOFDSetLk, &lk)
 }
+
+// WriteLimits writes the claim's limits file at path, creating it (mode
+// 0644: every user of the claim's containers reads it) or rewriting an
+// existing one in place, never by rename: the claim's containers have the
+// file itself bind-mounted, and a new inode would not reach them. The
+// observation fields are left as they are (zero in a new file).
+func WriteLimits(path string, l Limits) error {
+	if err := l.validate(); err != nil {
+		return fmt.Errorf("write limits %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("write limits: %w", err)
+	}
+	defer f.Close()
+	if err := f.Chmod(0o644); err != nil {
+		return fmt.Errorf("write limits: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("write limits: %w", err)
+	}
+	if st.Size() < LimitsSize {
+		if err := f.Truncate(LimitsSize); err != nil {
+			return fmt.Errorf("write limits: %w", err)
+		}
+	}
+	b := EncodeLimits(l)[:limOffObservedUsed]
+	// the magic last: a reader that sees it sees the whole structure
+	if _, err := f.WriteAt(b[8:], 8); err != nil {
+		return fmt.Errorf("write limits: %w", err)
+	}
+	if _, err := f.WriteAt(b[:8], 0); err != nil {
+		return fmt.Errorf("write limits: %w", err)
+	}
+	return nil
+}
+
+// ReadLimits reads the limits file at path.
+func ReadLimits(path string) (Limits, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Limits{}, err
+	}
+	l, err := DecodeLimits(b)
+	if err != nil {
+		return l, fmt.Errorf("%s: %w", path, err)
+	}
+	return l, nil
+}
+
+// Observer writes the plugin's observations into one claim's limits file,
+// mapped for as long as the claim is watched.
+type Observer struct {
+	m []byte
+}
+
+// OpenObserver maps the limits file at path for observations.
+func OpenObserver(path string) (*Observer, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, LimitsSize)
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if _, err := DecodeLimits(b); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	m, err := syscall.Mmap(int(f.Fd()), 0, LimitsSize, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", path, err)
+	}
+	return &Observer{m: m}, nil
+}
+
+// Observe records that the claim's processes held used bytes when the
+// sample that measured them began, at t. The sequence number is a sequence
+// lock: odd while the two fields are written, so a reader never pairs an
+// amount with another observation's time.
+func (o *Observer) Observe(used uint64, t time.Time) {
+	seq := o.word(limOffObservedSeq)
+	atomic.AddUint64(seq, 1)
+	atomic.StoreUint64(o.word(limOffObservedUsed), used)
+	atomic.StoreUint64(o.word(limOffObservedUnixNS), uint64(t.UnixNano()))
+	atomic.AddUint64(seq, 1)
+}
+
+func (o *Observer) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&o.m[off])) }
+
+// Close unmaps the file.
+func (o *Observer) Close() error { return syscall.Munmap(o.m) }

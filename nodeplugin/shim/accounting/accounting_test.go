@@ -2,6 +2,8 @@ package accounting_test
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/binary"
 	"io"
 	"os"
 	"path/filepath"
@@ -80,9 +82,43 @@ func TestLayoutMatchesHeader(t *testing.T) {
 		"GPUSLICE_SLOT_OFF_LAUNCHES":      48,
 		"GPUSLICE_SLOT_OFF_OOM_COUNT":     56,
 		"GPUSLICE_SLOT_OFF_COMM":          64,
+		"GPUSLICE_MAX_HEADER_SIZE":        accounting.MaxHeaderSize,
+		"GPUSLICE_MAX_SLOT_SIZE":          accounting.MaxSlotSize,
+		"GPUSLICE_MAX_SLOT_COUNT":         accounting.MaxSlotCount,
+		// the limits file
+		"GPUSLICE_LIMITS_MAGIC":                 accounting.LimitsMagic,
+		"GPUSLICE_LIMITS_VERSION":               accounting.LimitsVersion,
+		"GPUSLICE_LIMITS_SIZE":                  accounting.LimitsSize,
+		"GPUSLICE_LIMITS_OFF_MAGIC":             0,
+		"GPUSLICE_LIMITS_OFF_VERSION":           8,
+		"GPUSLICE_LIMITS_OFF_SIZE":              12,
+		"GPUSLICE_LIMITS_OFF_MEMORY_LIMIT":      16,
+		"GPUSLICE_LIMITS_OFF_COMPUTE_SHARE":     24,
+		"GPUSLICE_LIMITS_OFF_FLAGS":             28,
+		"GPUSLICE_LIMITS_OFF_COMPUTE_WINDOW_MS": 32,
+		"GPUSLICE_LIMITS_OFF_SAMPLE_PERIOD_MS":  36,
+		"GPUSLICE_LIMITS_OFF_CONTEXT_OVERHEAD":  40,
+		"GPUSLICE_LIMITS_OFF_CREATED_UNIX_NS":   48,
+		"GPUSLICE_LIMITS_OFF_OBSERVED_USED":     64,
+		"GPUSLICE_LIMITS_OFF_OBSERVED_SEQ":      72,
+		"GPUSLICE_LIMITS_OFF_OBSERVED_UNIX_NS":  80,
 	} {
 		if got := num(name); got != want {
 			t.Errorf("%s: gpuslice.h says %d, the Go reader uses %d", name, got, want)
+		}
+	}
+	if defs["GPUSLICE_LIMITS_FILE"] != `"`+accounting.LimitsFile+`"` {
+		t.Errorf("GPUSLICE_LIMITS_FILE is %s, the Go writer uses %q", defs["GPUSLICE_LIMITS_FILE"], accounting.LimitsFile)
+	}
+	// every field the Go side encodes is where the C structure has it
+	l := accounting.Limits{MemoryLimit: 0x1111, ComputeShare: 0x22, ComputeWindow: 0x33 * time.Millisecond, SamplePeriod: 0x44 * time.Millisecond,
+		ContextOverhead: 0x55, Created: time.Unix(0, 0x66), ObservedUsed: 0x77, ObservedSeq: 0x88, Observed: time.Unix(0, 0x99), Burst: true}
+	b := accounting.EncodeLimits(l)
+	for off, want := range map[string]uint64{"MEMORY_LIMIT": 0x1111, "COMPUTE_SHARE": 0x22, "COMPUTE_WINDOW_MS": 0x33, "SAMPLE_PERIOD_MS": 0x44,
+		"CONTEXT_OVERHEAD": 0x55, "CREATED_UNIX_NS": 0x66, "OBSERVED_USED": 0x77, "OBSERVED_SEQ": 0x88, "OBSERVED_UNIX_NS": 0x99, "FLAGS": accounting.FlagComputeBurst} {
+		o := num("GPUSLICE_LIMITS_OFF_" + off)
+		if got := uint64(b[o]); got != want&0xff {
+			t.Errorf("limits field %s: byte at %d is %#x, want %#x", off, o, got, want&0xff)
 		}
 	}
 	if !strings.Contains(defs["GPUSLICE_LOCK_INIT"], "1ULL << 30") || accounting.LockInit != 1<<30 ||
@@ -175,10 +211,14 @@ func TestCrossCheckWithLibrary(t *testing.T) {
 	}
 }
 
-// A region the library creates by itself carries the environment's limits.
+// A region the library creates by itself carries a copy of the limits
+// file's limits, never the environment's.
 func TestRegionCreatedByLibrary(t *testing.T) {
 	e := shimtest.NewEnv(t, 4*shimtest.GiB)
-	e.Vars = append(e.Vars, "GPUSLICE_COMPUTE_SHARE=25", "GPUSLICE_COMPUTE_WINDOW_MS=50")
+	l := shimtest.Limits(4 * shimtest.GiB)
+	l.ComputeShare, l.ComputeWindow = 50, 200*time.Millisecond
+	e.WriteLimits(t, l)
+	e.Vars = append(e.Vars, "GPUSLICE_MEMORY_LIMIT=8Gi", "GPUSLICE_COMPUTE_SHARE=25", "GPUSLICE_COMPUTE_WINDOW_MS=50", "GPUSLICE_COMPUTE_BURST=1")
 	if out, err := e.Command(true, "gs_probe", "info").CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -186,9 +226,9 @@ func TestRegionCreatedByLibrary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.MemoryLimit != 4*shimtest.GiB || r.ComputeShare != 25 || r.Burst || r.ComputeWindow != 50*time.Millisecond ||
+	if r.MemoryLimit != 4*shimtest.GiB || r.ComputeShare != 50 || r.Burst || r.ComputeWindow != 200*time.Millisecond ||
 		r.Attaches != 1 || r.Used != shimtest.ContextBytes {
-		t.Errorf("region %+v", r)
+		t.Errorf("region %+v, want the limits file's 4 GiB, 50 %%, 200 ms, no burst", r)
 	}
 	st, err := os.Stat(e.Region())
 	if err != nil {
@@ -199,6 +239,95 @@ func TestRegionCreatedByLibrary(t *testing.T) {
 	}
 }
 
+// The limits file round-trips, is rewritten in place (the inode a
+// container has mounted stays the file), and an observation lands in it
+// without touching the limits.
+func TestLimitsFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), accounting.LimitsFile)
+	l := accounting.Limits{MemoryLimit: 8 << 30, ComputeShare: 25, ComputeWindow: 100 * time.Millisecond, SamplePeriod: 200 * time.Millisecond,
+		ContextOverhead: 300 << 20, Created: time.Unix(1700000000, 0)}
+	if err := accounting.WriteLimits(path, l); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.Stat(path)
+	if before.Mode().Perm() != 0o644 || before.Size() != accounting.LimitsSize {
+		t.Errorf("limits file mode %v size %d, want 0644 and %d bytes", before.Mode().Perm(), before.Size(), accounting.LimitsSize)
+	}
+	o, err := accounting.OpenObserver(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(1700000001, 5)
+	o.Observe(3<<30, at)
+	o.Observe(5<<30, at)
+	o.Close()
+	if err := accounting.WriteLimits(path, l); err != nil { // a restarted plugin prepares again
+		t.Fatal(err)
+	}
+	got, err := accounting.ReadLimits(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := l
+	want.ObservedUsed, want.ObservedSeq, want.Observed = 5<<30, 4, at
+	if got != want {
+		t.Errorf("read back %+v, want %+v", got, want)
+	}
+	after, _ := os.Stat(path)
+	if !os.SameFile(before, after) {
+		t.Error("the limits file was replaced, not rewritten in place")
+	}
+	for _, bad := range []accounting.Limits{{ComputeShare: 25, ComputeWindow: time.Second}, {MemoryLimit: 1, ComputeShare: 101, ComputeWindow: time.Second},
+		{MemoryLimit: 1, ComputeShare: 10}} {
+		if err := accounting.WriteLimits(path, bad); err == nil {
+			t.Errorf("limits %+v written", bad)
+		}
+	}
+}
+
+// A region any process of the claim may have written: the reader returns
+// an error or a bounded snapshot, never reads past what it mapped, and
+// never copies more than the largest legal region, whatever the file says.
+func TestReadFileOfHostileRegions(t *testing.T) {
+	dir := t.TempDir()
+	good := accounting.Encode(8<<30, 25, false, 100*time.Millisecond, time.Now())
+	le := binary.LittleEndian
+	with := func(f func(b []byte)) []byte { b := append([]byte(nil), good...); f(b); return b }
+	cases := map[string][]byte{
+		"huge geometry":        with(func(b []byte) { le.PutUint32(b[12:], 1<<31); le.PutUint32(b[16:], 1<<31); le.PutUint32(b[20:], 1<<31) }),
+		"geometry past bounds": with(func(b []byte) { le.PutUint32(b[12:], accounting.MaxHeaderSize+64) }),
+		"slots past the file":  with(func(b []byte) { le.PutUint32(b[20:], accounting.MaxSlotCount) }),
+		"every slot live": with(func(b []byte) {
+			for i := accounting.HeaderSize; i < len(b); i += accounting.SlotSize {
+				b[i] = 1
+			}
+		}),
+		"garbage with magic": append(good[:8:8], bytes.Repeat([]byte{0xFF}, accounting.RegionSize)...),
+		"short":              good[:100],
+	}
+	for name, b := range cases {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+		if err := os.WriteFile(path, b, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		r, err := accounting.ReadFile(path)
+		if err == nil && len(r.Processes) > accounting.SlotCount {
+			t.Errorf("%s: %d processes from a region of %d slots", name, len(r.Processes), accounting.SlotCount)
+		}
+		t.Logf("%s: %v", name, err)
+	}
+	// a sparse file far larger than any region
+	path := filepath.Join(dir, "sparse")
+	if err := os.WriteFile(path, good, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := accounting.ReadFile(path); err != nil {
+		t.Errorf("a valid region in a 1 TiB sparse file: %v", err)
+	}
+}
 func TestCreateKeepsExisting(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r")
 	if err := accounting.Create(path, 1<<30, 50, false, time.Second); err != nil {

@@ -12,8 +12,15 @@
  *
  * Memory is also counted per process, for NVML's list of the processes using
  * the GPU (nvmlDeviceGetComputeRunningProcesses): what the node plugin's
- * bypass detection reads. A process that dies keeps its memory in mem_used
- * (the fake frees nothing by itself) but drops out of that list.
+ * enforcer reads. On a simulated node every container of a GPU shares its
+ * state file, in many PID namespaces, so a process is recorded as its PID
+ * namespace (the inode of /proc/self/ns/pid) and its PID there, with its
+ * start time; the node plugin's simulated NVML (nodeplugin/simulate), in the
+ * host's PID namespace, finds its host PID from those and reads and reaps
+ * the table through the fixed layout below. A process that dies keeps its
+ * memory in mem_used (the fake frees nothing by itself) until the plugin
+ * finds it gone and frees it, as a real driver frees a dead process's
+ * memory; it drops out of the fake's own list at once.
  */
 #ifndef FAKEGPU_H
 #define FAKEGPU_H
@@ -27,28 +34,47 @@
 #define FAKE_UUID "GPU-5f0c0dd8-6c5e-4c0e-9b6e-0000000000a1"
 #define FAKE_RING 8192
 #define FAKE_PROCS 256
-#define FAKE_MAGIC 0x55504745414b4146ull
+#define FAKE_MAGIC 0x32555047454b4146ull /* "FAKEGPU2": the layout below */
 
 struct fake_interval {
 	uint64_t start, end;
 };
 
+enum { FAKE_PROC_FREE = 0, FAKE_PROC_BUSY = 1, FAKE_PROC_LIVE = 2 };
+
+/* One process's memory. state moves FREE -> BUSY (the claimer fills the
+ * entry) -> LIVE, and LIVE -> BUSY (a reaper frees `used` from mem_used and
+ * clears the entry) -> FREE, each by compare-and-swap, so the C fake and
+ * the Go plugin never write one entry at once. */
 struct fake_proc {
-	uint32_t pid; /* 0: free */
-	uint32_t pad;
-	uint64_t used; /* atomic */
+	uint32_t state;    /*  0 FAKE_PROC_* (atomic) */
+	uint32_t pid;      /*  4 in its PID namespace */
+	uint32_t pidns;    /*  8 inode of its /proc/<pid>/ns/pid; 0: unknown */
+	uint32_t reserved; /* 12 */
+	uint64_t start;    /* 16 start time, clock ticks after boot (/proc/<pid>/stat field 22) */
+	uint64_t used;     /* 24 device memory it holds (atomic) */
 };
 
 struct fake_shared {
-	uint64_t magic;
+	/* fixed layout, also read and written by nodeplugin/simulate */
+	uint64_t magic;                     /*  0 FAKE_MAGIC, written last */
+	uint64_t mem_used;                  /*  8 atomic */
+	uint64_t mem_high;                  /* 16 atomic */
+	uint64_t reserved[5];               /* 24 */
+	struct fake_proc procs[FAKE_PROCS]; /* 64 */
+	/* the fake's own */
 	pthread_mutex_t mu; /* robust, process-shared: guards the timeline */
 	uint64_t gpu_free_at;
-	uint64_t mem_used;  /* atomic */
-	uint64_t mem_high;  /* atomic */
-	uint64_t ring_n;    /* intervals ever pushed */
+	uint64_t ring_n; /* intervals ever pushed */
 	struct fake_interval ring[FAKE_RING];
-	struct fake_proc procs[FAKE_PROCS]; /* under mu */
 };
+
+#define FAKE_OFF_MEM_USED 8
+#define FAKE_OFF_PROCS 64
+#define FAKE_PROC_SIZE 32
+_Static_assert(offsetof(struct fake_shared, mem_used) == FAKE_OFF_MEM_USED, "mem_used");
+_Static_assert(offsetof(struct fake_shared, procs) == FAKE_OFF_PROCS, "procs");
+_Static_assert(sizeof(struct fake_proc) == FAKE_PROC_SIZE, "proc size");
 
 struct fake_shared *fake_shared(void);
 void fake_lock(struct fake_shared *s);
@@ -58,7 +84,8 @@ void fake_sleep_until(uint64_t t);
 int fake_mem_reserve(uint64_t n); /* 0 or -1 when the device is full */
 void fake_mem_release(uint64_t n);
 unsigned fake_device_util(uint64_t period_ns); /* percent busy over the last period */
-/* the live processes holding device memory: fills up to max, returns how many there are */
+/* the live processes of this PID namespace holding device memory: fills up
+ * to max, returns how many there are */
 unsigned fake_processes(struct fake_proc *out, unsigned max);
 
 /* the simulated device (fakedevice.c): the V100 above, or the MIG instance

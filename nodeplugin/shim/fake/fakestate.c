@@ -1,7 +1,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -66,7 +66,7 @@ struct fake_shared *fake_shared(void)
 		if (fresh || s->magic != FAKE_MAGIC) {
 			memset(s, 0, sizeof *s);
 			init_mutex(s);
-			s->magic = FAKE_MAGIC;
+			__atomic_store_n(&s->magic, FAKE_MAGIC, __ATOMIC_RELEASE);
 		}
 		flock(fd, LOCK_UN);
 		close(fd);
@@ -92,36 +92,111 @@ void fake_unlock(struct fake_shared *s) { pthread_mutex_unlock(&s->mu); }
 
 /* ---- memory, per process ---- */
 
-static uint64_t proc_key; /* pid << 32 | (index + 1) of this process's entry in procs */
+static pid_t my_pid;   /* the process my_idx belongs to (a forked child takes its own) */
+static int my_idx = -1;
 
-static int alive(uint32_t pid) { return kill((pid_t)pid, 0) == 0 || errno == EPERM; }
+static uint32_t pidns_of_self(void)
+{
+	struct stat st;
+	return stat("/proc/self/ns/pid", &st) == 0 ? (uint32_t)st.st_ino : 0;
+}
 
-/* This process's entry, taken on its first allocation (a forked child takes
- * its own); NULL when the table is full (the process is then not listed). */
+/* The start time of pid in this PID namespace (/proc/<pid>/stat field 22;
+ * 0: this process, through /proc/self, right even where /proc is another
+ * namespace's), 0 if it is gone. */
+static uint64_t start_of(pid_t pid)
+{
+	char path[64], buf[1024];
+	if (pid)
+		snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	else
+		snprintf(path, sizeof path, "/proc/self/stat");
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	/* after the command: state is field 3, start time field 22 */
+	for (int field = 2; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+/* Frees a live entry's memory and the entry itself, if it is still the
+ * process (pidns, pid, start) it was judged dead as. */
+static void reap(struct fake_shared *s, struct fake_proc *e, uint32_t pidns, uint32_t pid, uint64_t start)
+{
+	uint32_t live = FAKE_PROC_LIVE;
+	if (!__atomic_compare_exchange_n(&e->state, &live, FAKE_PROC_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return;
+	if (e->pidns != pidns || e->pid != pid || e->start != start) {
+		__atomic_store_n(&e->state, FAKE_PROC_LIVE, __ATOMIC_RELEASE);
+		return;
+	}
+	uint64_t u = __atomic_exchange_n(&e->used, 0, __ATOMIC_ACQ_REL);
+	uint64_t m = __atomic_load_n(&s->mem_used, __ATOMIC_RELAXED);
+	while (!__atomic_compare_exchange_n(&s->mem_used, &m, m >= u ? m - u : 0, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		;
+	__atomic_store_n(&e->state, FAKE_PROC_FREE, __ATOMIC_RELEASE);
+}
+
+/* This process's entry, taken on its first allocation; NULL when the table
+ * is full (the process is then not listed). An entry left by an earlier
+ * process of this namespace with the same PID is that process's, which is
+ * gone: its memory is freed. When no entry is free, entries of this
+ * namespace's dead processes are; entries of other namespaces are the
+ * plugin's to judge. */
 static struct fake_proc *my_proc(struct fake_shared *s)
 {
-	uint32_t me = (uint32_t)getpid();
-	uint64_t k = __atomic_load_n(&proc_key, __ATOMIC_ACQUIRE);
-	if (k >> 32 == me && (uint32_t)k)
-		return &s->procs[(uint32_t)k - 1];
-	int idx = -1;
-	fake_lock(s);
-	k = __atomic_load_n(&proc_key, __ATOMIC_ACQUIRE); /* another thread of ours took it meanwhile */
-	if (k >> 32 == me && (uint32_t)k)
-		idx = (int)(uint32_t)k - 1;
-	/* a dead process's entry with our PID (PIDs are reused), else a free or dead one */
-	for (unsigned i = 0; i < FAKE_PROCS && idx < 0; i++)
-		if (s->procs[i].pid == me)
-			idx = (int)i;
-	for (unsigned i = 0; i < FAKE_PROCS && idx < 0; i++)
-		if (s->procs[i].pid == 0 || !alive(s->procs[i].pid))
-			idx = (int)i;
-	if (idx >= 0 && k >> 32 != me) {
-		s->procs[idx].pid = me;
-		__atomic_store_n(&s->procs[idx].used, 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&proc_key, (uint64_t)me << 32 | (uint64_t)(idx + 1), __ATOMIC_RELEASE);
+	pid_t me = getpid();
+	if (__atomic_load_n(&my_pid, __ATOMIC_ACQUIRE) == me)
+		return &s->procs[my_idx];
+	pthread_mutex_lock(&init_mu);
+	if (my_pid == me) {
+		pthread_mutex_unlock(&init_mu);
+		return &s->procs[my_idx];
 	}
-	fake_unlock(s);
+	uint32_t ns = pidns_of_self();
+	uint64_t start = start_of(0);
+	for (unsigned i = 0; i < FAKE_PROCS; i++) {
+		struct fake_proc *e = &s->procs[i];
+		if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) == FAKE_PROC_LIVE && e->pidns == ns && e->pid == (uint32_t)me)
+			reap(s, e, ns, (uint32_t)me, e->start);
+	}
+	int idx = -1;
+	for (int pass = 0; pass < 2 && idx < 0; pass++) {
+		for (unsigned i = 0; i < FAKE_PROCS && idx < 0; i++) {
+			struct fake_proc *e = &s->procs[i];
+			uint32_t st = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
+			if (pass == 1 && st == FAKE_PROC_LIVE && e->pidns == ns) {
+				uint64_t es = e->start;
+				if (start_of((pid_t)e->pid) != es)
+					reap(s, e, ns, e->pid, es);
+				st = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
+			}
+			uint32_t free_ = FAKE_PROC_FREE;
+			if (st == FAKE_PROC_FREE &&
+			    __atomic_compare_exchange_n(&e->state, &free_, FAKE_PROC_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+				idx = (int)i;
+		}
+	}
+	if (idx >= 0) {
+		struct fake_proc *e = &s->procs[idx];
+		e->pid = (uint32_t)me;
+		e->pidns = ns;
+		e->start = start;
+		__atomic_store_n(&e->used, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&e->state, FAKE_PROC_LIVE, __ATOMIC_RELEASE);
+		my_idx = idx;
+		__atomic_store_n(&my_pid, me, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&init_mu);
 	return idx >= 0 ? &s->procs[idx] : NULL;
 }
 
@@ -160,17 +235,20 @@ void fake_mem_release(uint64_t n)
 unsigned fake_processes(struct fake_proc *out, unsigned max)
 {
 	struct fake_shared *s = fake_shared();
+	uint32_t ns = pidns_of_self();
 	unsigned n = 0;
-	fake_lock(s);
 	for (unsigned i = 0; i < FAKE_PROCS; i++) {
-		struct fake_proc p = {.pid = s->procs[i].pid, .used = __atomic_load_n(&s->procs[i].used, __ATOMIC_RELAXED)};
-		if (!p.pid || !p.used || !alive(p.pid))
+		struct fake_proc *e = &s->procs[i];
+		if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != FAKE_PROC_LIVE || e->pidns != ns)
+			continue;
+		struct fake_proc p = *e;
+		p.used = __atomic_load_n(&e->used, __ATOMIC_RELAXED);
+		if (!p.used || start_of((pid_t)p.pid) != p.start)
 			continue;
 		if (n < max)
 			out[n] = p;
 		n++;
 	}
-	fake_unlock(s);
 	return n;
 }
 

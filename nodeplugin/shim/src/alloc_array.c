@@ -66,7 +66,7 @@ static CUresult array_done(CUresult r, uint64_t key, uint64_t size, uint32_t kin
 GS_EXPORT CUresult cuArrayCreate_v2(CUarray *handle, const CUDA_ARRAY_DESCRIPTOR *desc)
 {
 	NEED_REAL(real, cuArrayCreate_v2);
-	if (gs_ensure() == GS_OFF || !desc || !handle)
+	if (!desc || !handle)
 		return real(handle, desc);
 	uint64_t size = array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels);
 	if (gs_charge(size))
@@ -78,7 +78,7 @@ GS_EXPORT CUresult cuArrayCreate_v2(CUarray *handle, const CUDA_ARRAY_DESCRIPTOR
 GS_EXPORT CUresult cuArray3DCreate_v2(CUarray *handle, const CUDA_ARRAY3D_DESCRIPTOR *desc)
 {
 	NEED_REAL(real, cuArray3DCreate_v2);
-	if (gs_ensure() == GS_OFF || !desc || !handle)
+	if (!desc || !handle)
 		return real(handle, desc);
 	/* sparse and deferred-mapping arrays get their memory from cuMemCreate */
 	uint64_t size = (desc->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING))
@@ -94,7 +94,7 @@ GS_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *handle, const CUDA_A
 					  unsigned int levels)
 {
 	NEED_REAL(real, cuMipmappedArrayCreate);
-	if (gs_ensure() == GS_OFF || !desc || !handle)
+	if (!desc || !handle)
 		return real(handle, desc, levels);
 	uint64_t size = (desc->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING)) ? 0
 											       : mipmap_bytes(desc, levels);
@@ -137,11 +137,13 @@ GS_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray handle)
 GS_EXPORT CUresult cuArrayCreate(CUarray *handle, const void *desc)
 {
 	NEED_REAL(real, cuArrayCreate);
-	return gs_ensure() == GS_OFF ? real(handle, desc) : gs_legacy_refused("cuArrayCreate");
+	(void)real;
+	return gs_legacy_refused("cuArrayCreate");
 }
 
 GS_EXPORT CUresult cuArray3DCreate(CUarray *handle, const void *desc)
 {
 	NEED_REAL(real, cuArray3DCreate);
-	return gs_ensure() == GS_OFF ? real(handle, desc) : gs_legacy_refused("cuArray3DCreate");
+	(void)real;
+	return gs_legacy_refused("cuArray3DCreate");
 }

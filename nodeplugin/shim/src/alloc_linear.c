@@ -11,9 +11,6 @@
 GS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
 	NEED_REAL(real, cuMemAlloc_v2);
-	int m = gs_ensure();
-	if (m == GS_OFF)
-		return real(dptr, bytesize);
 	if (gs_charge(bytesize))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	CUresult r = real(dptr, bytesize);
@@ -28,8 +25,6 @@ GS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
 	NEED_REAL(real, cuMemAllocManaged);
-	if (gs_ensure() == GS_OFF)
-		return real(dptr, bytesize, flags);
 	/* managed memory may migrate to the host, but it can all be resident on
 	 * the device at once, so it is charged in full */
 	if (gs_charge(bytesize))
@@ -47,8 +42,6 @@ GS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w
 				      unsigned int elem)
 {
 	NEED_REAL(real, cuMemAllocPitch_v2);
-	if (gs_ensure() == GS_OFF)
-		return real(dptr, pitch, width, height, elem);
 	uint64_t est;
 	if (__builtin_mul_overflow(round_up(width, PITCH_ALIGN), (uint64_t)height, &est))
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -116,12 +109,14 @@ CUresult gs_legacy_refused(const char *name)
 GS_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
 	NEED_REAL(real, cuMemAlloc);
-	return gs_ensure() == GS_OFF ? real(dptr, bytesize) : gs_legacy_refused("cuMemAlloc");
+	(void)real;
+	return gs_legacy_refused("cuMemAlloc");
 }
 
 GS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, unsigned int width, unsigned int height,
 				   unsigned int elem)
 {
 	NEED_REAL(real, cuMemAllocPitch);
-	return gs_ensure() == GS_OFF ? real(dptr, pitch, width, height, elem) : gs_legacy_refused("cuMemAllocPitch");
+	(void)real;
+	return gs_legacy_refused("cuMemAllocPitch");
 }

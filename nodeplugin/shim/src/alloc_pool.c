@@ -115,8 +115,6 @@ static CUresult alloc_async(void *real, bool from_pool, CUdeviceptr *dptr, size_
 {
 	if (!real)
 		return CUDA_ERROR_NOT_FOUND;
-	if (gs_ensure() == GS_OFF)
-		return call_alloc_async(real, from_pool, dptr, size, pool, stream);
 	CUmemoryPool p = from_pool ? pool : current_pool();
 	struct pool_rec *rec = pool_get(p);
 	if (rec && rec->host)

@@ -33,7 +33,7 @@ GS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
 			       unsigned long long flags)
 {
 	NEED_REAL(real, cuMemCreate);
-	if (gs_ensure() == GS_OFF || !prop || !handle || !is_device_location(&prop->location))
+	if (!prop || !handle || !is_device_location(&prop->location))
 		return real(handle, size, prop, flags); /* host memory is not the slice's */
 	if (gs_charge(size))
 		return CUDA_ERROR_OUT_OF_MEMORY;

@@ -1,8 +1,9 @@
 /*
- * Configuration: the claim's limits from the environment the node plugin
- * set (GPUSLICE_*, see include/gpuslice.h), and the effective limits once
- * the region is known. A malformed value is not guessed at: it is kept in
- * gs.cfg.error and allocations are refused with that message.
+ * Configuration: what the environment asks (GPUSLICE_*, see
+ * include/gpuslice.h), and the effective limits once the limits file is
+ * mapped: the file's, made stricter where the environment asks for it. A
+ * malformed value is not guessed at: it is kept in gs.cfg.error and
+ * allocations are refused with that message.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -69,7 +70,6 @@ static void parse_config(void)
 	const char *v;
 	memset(c, 0, sizeof *c);
 	c->env_burst = -1;
-	c->ctx_overhead = GPUSLICE_DEFAULT_CONTEXT_OVERHEAD;
 	v = getenv(GPUSLICE_ENV_DEBUG);
 	c->debug = v && strcmp(v, "1") == 0;
 
@@ -97,13 +97,12 @@ static void parse_config(void)
 				 GPUSLICE_ENV_COMPUTE_WINDOW_MS, v);
 	}
 	if ((v = getenv(GPUSLICE_ENV_CONTEXT_OVERHEAD)) && *v) {
-		if (parse_bytes(v, &c->ctx_overhead))
+		if (parse_bytes(v, &c->env_ctx_overhead))
 			snprintf(c->error, sizeof c->error, "%s=\"%s\" is not a byte count",
 				 GPUSLICE_ENV_CONTEXT_OVERHEAD, v);
 	}
 	v = getenv(GPUSLICE_ENV_ACCOUNTING_DIR);
-	c->dir_from_env = v && *v;
-	snprintf(c->dir, sizeof c->dir, "%s", c->dir_from_env ? v : GPUSLICE_CONTAINER_ACCOUNTING_DIR);
+	snprintf(c->env_dir, sizeof c->env_dir, "%s", v ? v : "");
 	__atomic_store_n(&config_parsed, 1, __ATOMIC_RELEASE);
 }
 
@@ -113,19 +112,24 @@ void gs_config_load(void)
 		parse_config();
 }
 
-/* Memory and compute share: the stricter of the region's and this process's
- * environment, so no process gets more than the region grants; burst only
- * when both allow it; the pacing window from the environment when given. */
-void gs_config_resolve(const struct gpuslice_region_header *h)
+/* Each limit is the limits file's unless the environment asks for a
+ * stricter one: a lower budget or share, burst off, a shorter window, a
+ * larger context charge. */
+void gs_config_resolve(const struct gpuslice_limits *l)
 {
-	gs.limit = h->memory_limit;
+	gs.limit = l->memory_limit;
 	if (gs.cfg.env_limit && gs.cfg.env_limit < gs.limit)
 		gs.limit = gs.cfg.env_limit;
-	gs.share = h->compute_share;
+	gs.share = l->compute_share;
 	if (gs.cfg.env_share && gs.cfg.env_share < gs.share)
 		gs.share = gs.cfg.env_share;
-	gs.burst = (h->flags & GPUSLICE_FLAG_COMPUTE_BURST) && gs.cfg.env_burst != 0;
-	uint32_t w = gs.cfg.env_window_ms ? gs.cfg.env_window_ms : h->compute_window_ms;
-	gs.window_ns = (uint64_t)(w ? w : GPUSLICE_DEFAULT_COMPUTE_WINDOW_MS) * 1000000ull;
+	gs.burst = (l->flags & GPUSLICE_FLAG_COMPUTE_BURST) && gs.cfg.env_burst != 0;
+	uint32_t w = l->compute_window_ms;
+	if (gs.cfg.env_window_ms && gs.cfg.env_window_ms < w)
+		w = gs.cfg.env_window_ms;
+	gs.window_ns = (uint64_t)w * 1000000ull;
 	gs.pacing = gs.share < 100;
+	gs.cfg.ctx_overhead = l->context_overhead;
+	if (gs.cfg.env_ctx_overhead > gs.cfg.ctx_overhead)
+		gs.cfg.ctx_overhead = gs.cfg.env_ctx_overhead;
 }

@@ -34,9 +34,7 @@ static void context_gone(CUcontext ctx)
 
 static int ctx_pre(void)
 {
-	int m = gs_ensure();
-	if (m == GS_OFF)
-		return 0;
+	gs_ensure(); /* the context charge is known once attached */
 	return gs_charge_context(gs.cfg.ctx_overhead) ? -1 : 1;
 }
 
@@ -137,8 +135,9 @@ GS_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx ctx)
 GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
 	NEED_REAL(real, cuDevicePrimaryCtxRetain);
-	if (gs_ensure() == GS_OFF || dev < 0 || dev >= MAX_DEVICES)
+	if (dev < 0 || dev >= MAX_DEVICES)
 		return real(pctx, dev);
+	gs_ensure(); /* the context charge is known once attached */
 	pthread_mutex_lock(&ctx_mu);
 	bool first = prim_refs[dev] == 0;
 	if (first && gs_charge_context(gs.cfg.ctx_overhead)) {
@@ -159,7 +158,7 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 
 static CUresult primary_release(CUresult (*real)(CUdevice), CUdevice dev)
 {
-	if (gs_ensure() == GS_OFF || dev < 0 || dev >= MAX_DEVICES)
+	if (dev < 0 || dev >= MAX_DEVICES)
 		return real(dev);
 	pthread_mutex_lock(&ctx_mu);
 	CUresult r = real(dev);
@@ -187,7 +186,7 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 
 static CUresult primary_reset(CUresult (*real)(CUdevice), CUdevice dev)
 {
-	if (gs_ensure() == GS_OFF || dev < 0 || dev >= MAX_DEVICES)
+	if (dev < 0 || dev >= MAX_DEVICES)
 		return real(dev);
 	pthread_mutex_lock(&ctx_mu);
 	CUresult r = real(dev);

@@ -49,19 +49,12 @@ int gs_init_slow(void)
 	}
 	ensure_atfork();
 	gs_config_load();
-	char path[4200];
-	snprintf(path, sizeof path, "%s/%s", gs.cfg.dir, GPUSLICE_REGION_FILE);
+	gs_limits_pick_dir();
 	if (gs.cfg.error[0]) {
 		gs_fail("%s", gs.cfg.error);
 		m = GS_BROKEN;
-	} else if (!gs.cfg.env_limit && access(path, F_OK) != 0 && !gs.cfg.dir_from_env) {
-		gs_debug("no %s and no region at %s: not enforcing", GPUSLICE_ENV_MEMORY_LIMIT, path);
-		m = GS_OFF;
-	} else if (!gs.cfg.env_limit && access(path, F_OK) != 0) {
-		gs_fail("%s is not set and %s does not exist", GPUSLICE_ENV_MEMORY_LIMIT, path);
-		m = GS_BROKEN;
 	} else {
-		m = gs_region_attach() == 0 ? GS_ENFORCE : GS_BROKEN;
+		m = gs_limits_open() == 0 && gs_region_attach() == 0 ? GS_ENFORCE : GS_BROKEN;
 	}
 	if (m == GS_BROKEN)
 		gs_log("%s; GPU memory allocations are refused", gs.broken);
@@ -75,6 +68,7 @@ int gs_init_slow(void)
 static void after_fork_child(void)
 {
 	gs_region_after_fork();
+	gs_limits_after_fork();
 	pthread_mutex_init(&init_mu, NULL);
 	gs_tables_after_fork();
 	gs_vmm_after_fork();

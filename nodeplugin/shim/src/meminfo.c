@@ -15,8 +15,6 @@
 static bool slice_view(uint64_t real_total, uint64_t real_free, uint64_t *total, uint64_t *free, uint64_t *used)
 {
 	int m = gs_ensure();
-	if (m == GS_OFF)
-		return false;
 	uint64_t lim = gs_limit();
 	if (m == GS_ENFORCE && lim > real_total)
 		return false;

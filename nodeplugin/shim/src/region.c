@@ -17,6 +17,70 @@
 
 static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER; /* reclaim scans share our OFD */
 
+/* ---- this process's changes the plugin's observation cannot hold yet ----
+ * The observation is the claim's device memory when the plugin's last sample
+ * began; what this process charged and credited since then is added to it,
+ * to 10 ms (buckets of CLOCK_REALTIME, the plugin's clock too, from the one
+ * holding the sample's start). Charges and credits count alike, so a
+ * process that allocates and frees in a loop adds nothing. Around the
+ * sample's start either may already be in the observation: counted twice,
+ * a charge makes a refusal that waits for the next observation; a credit
+ * lets this process take that much more until the next observation, which
+ * the plugin's enforcer then holds to the limit. */
+#define RECENT_NS 10000000ull
+#define RECENT_BUCKETS 256u /* 2.56 s: an older observation only the region's count refines */
+struct recent_bucket {
+	uint64_t id; /* unix time / RECENT_NS */
+	uint64_t plus, minus;
+};
+static struct recent_bucket recent[RECENT_BUCKETS];
+static pthread_mutex_t recent_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* CLOCK_REALTIME_COARSE: a few ns instead of tens on every charge and
+ * credit, and a few ms behind, which the 10 ms buckets absorb. */
+static uint64_t coarse_unix_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void note_recent(uint64_t plus, uint64_t minus)
+{
+	uint64_t id = coarse_unix_ns() / RECENT_NS;
+	pthread_mutex_lock(&recent_mu);
+	struct recent_bucket *b = &recent[id % RECENT_BUCKETS];
+	if (b->id != id) {
+		b->id = id;
+		b->plus = b->minus = 0;
+	}
+	b->plus += plus;
+	b->minus += minus;
+	pthread_mutex_unlock(&recent_mu);
+}
+
+/* The claim's memory as observed at unix time `at`, with this process's
+ * changes since; 0 without an observation in the last RECENT_BUCKETS. */
+static uint64_t observed_now(void)
+{
+	uint64_t obs, at;
+	if (!gs_observation(&obs, &at))
+		return 0;
+	uint64_t first = at / RECENT_NS, now = coarse_unix_ns() / RECENT_NS + 1;
+	if (now < first || now - first >= RECENT_BUCKETS)
+		return obs;
+	int64_t net = 0;
+	pthread_mutex_lock(&recent_mu);
+	for (uint64_t id = first; id <= now; id++) {
+		struct recent_bucket *b = &recent[id % RECENT_BUCKETS];
+		if (b->id == id)
+			net += (int64_t)b->plus - (int64_t)b->minus;
+	}
+	pthread_mutex_unlock(&recent_mu);
+	return net < 0 && (uint64_t)-net > obs ? 0 : obs + (uint64_t)net;
+}
+
+
 /* ---- locks ---- */
 
 static int ofd_lock(int fd, uint64_t off, short type, int wait)
@@ -53,10 +117,12 @@ static void write_header(struct gpuslice_region_header *h)
 	h->header_size = GPUSLICE_HEADER_SIZE;
 	h->slot_size = GPUSLICE_SLOT_SIZE;
 	h->slot_count = GPUSLICE_SLOT_COUNT;
-	h->memory_limit = gs.cfg.env_limit;
-	h->compute_share = gs.cfg.env_share ? gs.cfg.env_share : 100;
-	h->flags = gs.cfg.env_burst == 1 ? GPUSLICE_FLAG_COMPUTE_BURST : 0;
-	h->compute_window_ms = gs.cfg.env_window_ms ? gs.cfg.env_window_ms : GPUSLICE_DEFAULT_COMPUTE_WINDOW_MS;
+	/* the limits file's, never the environment's: libraries older than the
+	 * limits file read them here */
+	h->memory_limit = gs.lim->memory_limit;
+	h->compute_share = gs.lim->compute_share;
+	h->flags = gs.lim->flags;
+	h->compute_window_ms = gs.lim->compute_window_ms;
 	h->created_unix_ns = gs_unix_ns();
 	/* the magic last: a reader that sees it sees a complete header */
 	__atomic_store_n(&h->magic, GPUSLICE_REGION_MAGIC, __ATOMIC_RELEASE);
@@ -72,15 +138,12 @@ static const char *check_header(const struct gpuslice_region_header *h, off_t fi
 			 GPUSLICE_REGION_VERSION);
 		return buf;
 	}
-	if (h->header_size < GPUSLICE_HEADER_SIZE || h->header_size % 64 || h->slot_size < GPUSLICE_SLOT_SIZE ||
-	    h->slot_size % 64 || h->slot_count == 0 || h->slot_count > 65536)
+	if (h->header_size < GPUSLICE_HEADER_SIZE || h->header_size > GPUSLICE_MAX_HEADER_SIZE || h->header_size % 64 ||
+	    h->slot_size < GPUSLICE_SLOT_SIZE || h->slot_size > GPUSLICE_MAX_SLOT_SIZE || h->slot_size % 64 ||
+	    h->slot_count == 0 || h->slot_count > GPUSLICE_MAX_SLOT_COUNT)
 		return "region geometry is invalid";
 	if ((uint64_t)file_size < (uint64_t)h->header_size + (uint64_t)h->slot_size * h->slot_count)
 		return "region file is shorter than its header says";
-	if (h->memory_limit == 0)
-		return "region has no memory limit";
-	if (h->compute_share == 0 || h->compute_share > 100)
-		return "region has an invalid compute share";
 	return NULL;
 }
 
@@ -118,7 +181,7 @@ int gs_reclaim_dead(void)
 		return 0;
 	int n = 0;
 	pthread_mutex_lock(&slot_mu);
-	for (uint32_t i = 0; i < h->slot_count; i++) {
+	for (uint32_t i = 0; i < gs.slot_count; i++) {
 		if ((int)i == gs.slot_idx)
 			continue;
 		struct gpuslice_slot *s = gs_slot(h, i);
@@ -140,7 +203,7 @@ int gs_reclaim_dead(void)
 static int claim_slot(struct gpuslice_region_header *h)
 {
 	pthread_mutex_lock(&slot_mu);
-	for (uint32_t i = 0; i < h->slot_count; i++) {
+	for (uint32_t i = 0; i < gs.slot_count; i++) {
 		struct gpuslice_slot *s = gs_slot(h, i);
 		if (ofd_lock(gs.fd, GPUSLICE_LOCK_SLOT0 + i, F_WRLCK, 0) != 0)
 			continue;
@@ -170,7 +233,7 @@ static int claim_slot(struct gpuslice_region_header *h)
  * belongs to a process that is gone. */
 static void heal(struct gpuslice_region_header *h)
 {
-	for (uint32_t i = 0; i < h->slot_count; i++) {
+	for (uint32_t i = 0; i < gs.slot_count; i++) {
 		struct gpuslice_slot *s = gs_slot(h, i);
 		if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != GPUSLICE_SLOT_FREE)
 			reclaim_slot(h, s);
@@ -229,11 +292,6 @@ int gs_region_attach(void)
 		goto fail;
 	}
 	if (bad) {
-		if (!gs.cfg.env_limit) {
-			gs_fail("accounting region %s is unusable (%s) and %s is not set to recreate it", path, bad,
-				GPUSLICE_ENV_MEMORY_LIMIT);
-			goto fail;
-		}
 		if (strcmp(bad, "empty"))
 			gs_log("accounting region %s: %s; no process is attached, reinitialising it", path, bad);
 		if (h) {
@@ -250,23 +308,28 @@ int gs_region_attach(void)
 			goto fail;
 		}
 		write_header(h);
-	} else if (alone) {
-		heal(h);
 	}
+	/* from here on the geometry is ours, whatever the file says later */
+	gs.hdr_size = h->header_size;
+	gs.slot_size = h->slot_size;
+	gs.slot_count = h->slot_count;
+	if (!bad && alone)
+		heal(h);
 	if (alone)
 		ofd_lock(fd, GPUSLICE_LOCK_PRESENCE, F_RDLCK, 0); /* downgrade, atomically */
 	gs.fd = fd; /* claim_slot locks through it */
 	gs.hdr = h;
 	gs.map_len = len;
 	if (claim_slot(h) != 0) {
-		gs_fail("all %u process slots of %s are in use by live processes", h->slot_count, path);
+		gs_fail("all %u process slots of %s are in use by live processes", gs.slot_count, path);
 		goto fail;
 	}
 	ofd_lock(fd, GPUSLICE_LOCK_INIT, F_UNLCK, 0);
 
-	gs_config_resolve(h);
-	gs_debug("attached to %s slot %d: limit %llu bytes, compute share %u%%, burst %s", path, gs.slot_idx,
-		 (unsigned long long)gs.limit, gs.share, gs.burst ? "on" : "off");
+	gs_config_resolve(gs.lim);
+	gs_debug("attached to %s slot %d: limit %llu bytes, compute share %u%%, burst %s, window %llu ms", path,
+		 gs.slot_idx, (unsigned long long)gs.limit, gs.share, gs.burst ? "on" : "off",
+		 (unsigned long long)(gs.window_ns / 1000000));
 	return 0;
 
 fail:
@@ -297,32 +360,37 @@ void gs_region_after_fork(void)
 	gs.slot = NULL;
 	gs.slot_idx = -1;
 	pthread_mutex_init(&slot_mu, NULL);
+	memset(recent, 0, sizeof recent); /* the child's changes are its own */
+	pthread_mutex_init(&recent_mu, NULL);
 }
 
 /* ---- charging ---- */
 
-static int charge_slow_retry(int attempt)
-{
-	if (attempt > 0)
-		return 0;
-	int freed = gs_reclaim_dead();
-	freed += gs_pools_reconcile_all(false);
-	return freed > 0;
-}
+static inline bool fits(uint64_t used, uint64_t n, uint64_t lim) { return n <= lim && used <= lim - n; }
 
+/* Charges against the larger of the region's count and the plugin's
+ * observation with this process's changes since (a process may have zeroed
+ * the count; only the observation cannot be written from the container). A
+ * refusal first reclaims dead processes' shares; one that only the
+ * observation refuses waits for the plugin's next one once: another process
+ * may have freed memory since the last one. */
 static int charge(uint64_t n, int ctx)
 {
 	int m = gs_ensure();
 	if (m != GS_ENFORCE)
-		return m == GS_BROKEN ? -1 : 0;
+		return -1;
 	if (!n)
 		return 0;
 	struct gpuslice_region_header *h = gs.hdr;
 	const uint64_t lim = gs.limit;
-	for (int attempt = 0;; attempt++) {
-		uint64_t u = __atomic_load_n(&h->used, __ATOMIC_RELAXED);
-		while (n <= lim && u <= lim - n) {
+	bool reclaimed = false, waited = false;
+	uint64_t u, obs;
+	for (;;) {
+		u = __atomic_load_n(&h->used, __ATOMIC_RELAXED);
+		obs = observed_now();
+		while (fits(u > obs ? u : obs, n, lim)) {
 			if (__atomic_compare_exchange_n(&h->used, &u, u + n, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+				note_recent(n, 0);
 				/* header first, slot second: a crash in between leaves the
 				 * header high (healed later), never low */
 				__atomic_fetch_add(&gs.slot->used, n, __ATOMIC_RELAXED);
@@ -336,13 +404,22 @@ static int charge(uint64_t n, int ctx)
 				return 0;
 			}
 		}
-		if (!charge_slow_retry(attempt))
-			break;
+		if (!reclaimed) {
+			reclaimed = true;
+			if (gs_reclaim_dead() + gs_pools_reconcile_all(false) > 0)
+				continue;
+		}
+		if (!waited && fits(u, n, lim)) {
+			waited = true;
+			if (gs_wait_observation())
+				continue;
+		}
+		break;
 	}
 	__atomic_fetch_add(&h->oom_count, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&gs.slot->oom_count, 1, __ATOMIC_RELAXED);
-	gs_debug("refused %llu bytes: %llu of %llu in use", (unsigned long long)n,
-		 (unsigned long long)__atomic_load_n(&h->used, __ATOMIC_RELAXED), (unsigned long long)lim);
+	gs_debug("refused %llu bytes: %llu of %llu in use (the node plugin observed %llu)", (unsigned long long)n,
+		 (unsigned long long)u, (unsigned long long)lim, (unsigned long long)obs);
 	return -1;
 }
 
@@ -350,6 +427,7 @@ static void credit(uint64_t n, int ctx)
 {
 	if (!n || __atomic_load_n(&gs.mode, __ATOMIC_ACQUIRE) != GS_ENFORCE)
 		return;
+	note_recent(0, n);
 	/* slot first, header second: see charge() */
 	sat_sub(&gs.slot->used, n);
 	if (ctx)

@@ -3,6 +3,7 @@
  * Where things live:
  *   init.c          constructor, first-use attach, fork
  *   config.c        the environment and the effective limits
+ *   limits.c        the read-only limits file and the plugin's observations
  *   log.c           messages on stderr
  *   region.c        the shared accounting region: slots, charging, reclaiming
  *   table.c         per-process tables of live allocations
@@ -164,30 +165,36 @@ static inline void *gs_real(int idx)
 	return CUDA_ERROR_NOT_FOUND
 
 /* ---- configuration (config.c), state and lifecycle (init.c) ---- */
-enum { GS_UNINIT = 0, GS_ENFORCE = 1, GS_OFF = 2, GS_BROKEN = 3 };
+enum { GS_UNINIT = 0, GS_ENFORCE = 1, GS_BROKEN = 2 };
 
+/* What the environment asks; each may only make the limits file's stricter. */
 struct gs_config {
 	uint64_t env_limit; /* 0: not given */
 	uint32_t env_share; /* 0: not given */
 	int env_burst;      /* -1: not given */
 	uint32_t env_window_ms;
-	uint64_t ctx_overhead;
+	uint64_t env_ctx_overhead; /* 0: not given */
+	uint64_t ctx_overhead;     /* effective: the larger of the file's and the environment's */
 	bool debug;
-	bool dir_from_env;
-	char dir[4096];
-	char error[512]; /* configuration error, refuses allocations */
+	char env_dir[4096]; /* GPUSLICE_ACCOUNTING_DIR, "" if unset */
+	char dir[4096];     /* the directory in use (gs_limits_pick_dir) */
+	char error[512];    /* configuration error, refuses allocations */
 };
 
 struct gs_state {
 	int mode; /* GS_*; read with acquire */
 	struct gs_config cfg;
-	uint64_t limit;     /* effective: min(env, region) */
+	uint64_t limit;     /* effective: the stricter of the limits file and the environment */
 	uint32_t share;     /* effective */
 	bool burst;
 	uint64_t window_ns;
 	bool pacing; /* share < 100 */
+	const struct gpuslice_limits *lim; /* the limits file, mapped read-only */
 	int fd;
 	struct gpuslice_region_header *hdr;
+	/* the region's geometry as checked when this process attached: never
+	 * read from the region again, which any process of the claim can write */
+	uint32_t hdr_size, slot_size, slot_count;
 	struct gpuslice_slot *slot;
 	int slot_idx;
 	size_t map_len;
@@ -197,8 +204,22 @@ extern struct gs_state gs;
 
 /* Parses the environment into gs.cfg the first time; init_mu held. */
 void gs_config_load(void);
-/* Sets the effective limits: the stricter of the region's and the environment's. */
-void gs_config_resolve(const struct gpuslice_region_header *h);
+/* Sets the effective limits: the stricter of the limits file's and the environment's. */
+void gs_config_resolve(const struct gpuslice_limits *l);
+
+/* ---- the limits file (limits.c) ---- */
+/* Sets gs.cfg.dir: the container's directory when its limits file exists. */
+void gs_limits_pick_dir(void);
+/* Maps and checks the limits file in gs.cfg.dir into gs.lim; on failure
+ * gs.broken says why. */
+int gs_limits_open(void);
+void gs_limits_after_fork(void);
+/* The plugin's last observation of the claim's memory and the unix time
+ * (ns) its sample began; false before the first. */
+bool gs_observation(uint64_t *used, uint64_t *at_unix_ns);
+/* Waits until an observation made after this call has landed; false when
+ * none came within a few sample periods. */
+bool gs_wait_observation(void);
 
 int gs_init_slow(void);
 /* The mode, attaching to the region on first use. */
@@ -215,8 +236,8 @@ void gs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gs_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- the region (region.c) ---- */
-/* Attaches this process to the region in gs.cfg.dir; on failure gs.broken
- * says why and nothing is held. */
+/* Attaches this process to the region in gs.cfg.dir (gs.lim mapped); on
+ * failure gs.broken says why and nothing is held. */
 int gs_region_attach(void);
 /* In the child after fork: drops the parent's mapping and locks. */
 void gs_region_after_fork(void);
@@ -233,7 +254,7 @@ void gs_note_live(int64_t delta); /* live allocation count of this process */
 int gs_reclaim_dead(void);        /* frees dead processes' shares; returns how many */
 static inline struct gpuslice_slot *gs_slot(struct gpuslice_region_header *h, uint32_t i)
 {
-	return (struct gpuslice_slot *)((char *)h + h->header_size + (size_t)h->slot_size * i);
+	return (struct gpuslice_slot *)((char *)h + gs.hdr_size + (size_t)gs.slot_size * i);
 }
 
 /* ---- allocation tables (table.c) ---- */

@@ -13,8 +13,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gpuslice/gpuslice/internal/testenv"
+	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
 )
 
 var (
@@ -104,9 +106,13 @@ type Env struct {
 	Vars          []string
 }
 
-// NewEnv returns a claim with the given memory limit on a fresh simulated GPU.
+// NewEnv returns a claim with the given memory limit on a fresh simulated
+// GPU: its limits file written as the node plugin writes it (compute share
+// 100 %, no burst, the default window), and the limit in the environment too,
+// as the claim's CDI spec sets it. A limit of 0 writes no limits file (a
+// process without the library).
 func NewEnv(t testing.TB, limit uint64) *Env {
-	return &Env{
+	e := &Env{
 		Bin:           Build(t),
 		AccountingDir: t.TempDir(),
 		FakeState:     filepath.Join(t.TempDir(), "fakegpu"),
@@ -115,7 +121,28 @@ func NewEnv(t testing.TB, limit uint64) *Env {
 			"GPUSLICE_CONTEXT_OVERHEAD=" + strconv.Itoa(ContextBytes),
 		},
 	}
+	if limit > 0 {
+		e.WriteLimits(t, Limits(limit))
+	}
+	return e
 }
+
+// Limits are the limits the node plugin writes for a claim of limit bytes.
+func Limits(limit uint64) accounting.Limits {
+	return accounting.Limits{MemoryLimit: limit, ComputeShare: 100, ComputeWindow: 100 * time.Millisecond,
+		SamplePeriod: 200 * time.Millisecond, ContextOverhead: ContextBytes}
+}
+
+// WriteLimits (re)writes the claim's limits file.
+func (e *Env) WriteLimits(t testing.TB, l accounting.Limits) {
+	t.Helper()
+	if err := accounting.WriteLimits(e.LimitsFile(), l); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// LimitsFile is the claim's limits file.
+func (e *Env) LimitsFile() string { return filepath.Join(e.AccountingDir, accounting.LimitsFile) }
 
 // Region is the claim's region file.
 func (e *Env) Region() string { return filepath.Join(e.AccountingDir, "gpuslice.region") }
