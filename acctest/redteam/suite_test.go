@@ -197,7 +197,6 @@ func newSuite(env *realnodetest.Env) (*suite, error) {
 // nvmlUsed is the plugin's metric of a claim's GPU memory as NVML sees it.
 const nvmlUsed = "gpuslice_claim_nvml_memory_used_bytes"
 
-
 // victimUntouched fails t unless blue's victim still runs, never
 // restarted, and holds its memory: an attack on red's slice must not reach
 // another tenant's.
