@@ -88,7 +88,7 @@ func TestContainer(t *testing.T) {
 			"exec slice-attack alloc 10240 --hold",
 			mustBeKilled},
 		{"rename /run, forge the limits where the shim looks", "enforcer (NVML)",
-			fmt.Sprintf("slice-attack rename /run /run.moved && slice-attack forge %s %s && unset %s && exec slice-check",
+			fmt.Sprintf("slice-attack rename /run /run.moved && slice-attack forge %s %s && unset %s && exec slice-check --hold 12288",
 				contract.ContainerAccountingDir, thirtyTwoGiB, contract.EnvMemoryLimit),
 			mustBeKilled},
 	}

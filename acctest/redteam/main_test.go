@@ -37,11 +37,14 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "build gpuslice: %v\n%s", err, out)
 		return 1
 	}
-	// One GPU, so the attacker's slices and the victim's share it; every
-	// kind of device published on it.
+	// A GPU serves one kind of slice at a time: partitions on red-node's
+	// one GPU, where red's attacks share the GPU with blue's victim; the
+	// any-size and time-sliced devices on shared-node's two GPUs, where
+	// the attacks with admission off meet neighbours of their kind.
 	code := realnodetest.Main(m, realnodetest.Options{
-		Names: []string{"red-node"}, GPUs: "v100-32gb:1",
-		PluginArgs: []string{"--any-size=true", "--time-slicing=true"},
+		Names: []string{partitionNode, sharedNode}, GPUs: "v100-32gb:1",
+		NodeGPUs:       map[string]string{sharedNode: "v100-32gb:2"},
+		NodePluginArgs: map[string][]string{sharedNode: {"--fractions=", "--any-size=true", "--time-slicing=true"}},
 	})
 	table.print(os.Stdout)
 	return code

@@ -23,11 +23,13 @@ import (
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/internal/images"
+	"github.com/gpuslice/gpuslice/internal/realnode"
 	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
 )
 
 // The tenants: red attacks, blue is the victim whose slice shares the GPU.
 const (
+	partitionNode, sharedNode = "red-node", "shared-node"
 	red, blue   = "red", "blue"
 	alice, bob  = "alice", "bob" // red's and blue's users
 	open        = "red-open"     // a namespace the admission policies do not bind: admission switched off
@@ -111,12 +113,9 @@ type suite struct {
 	admin kubernetes.Interface
 	// alice is red's tenant user: what she may do is what RBAC and the
 	// admission policies let her.
-	alice  kubernetes.Interface
-	victim *corev1.Pod
-	// victimClaim and victimMemory: blue's claim and the GPU memory NVML
-	// shows for it (through the node plugin's metrics) once it holds.
-	victimClaim  string
-	victimMemory float64
+	alice kubernetes.Interface
+	// victim is blue's workload, holding most of its slice beside red's.
+	victim *holder
 }
 
 var (
@@ -160,59 +159,102 @@ func newSuite(env *realnodetest.Env) (*suite, error) {
 	if _, err := s.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: open}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	var name string
+	err = waitFor(3*time.Minute, "blue's victim pod", func() (bool, string) {
 		pods, err := s.admin.CoreV1().Pods(blue).List(ctx, metav1.ListOptions{LabelSelector: "job-name=victim"})
-		if err == nil && len(pods.Items) == 1 {
-			logs, _ := s.admin.CoreV1().Pods(blue).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{}).DoRaw(ctx)
-			if strings.Contains(string(logs), fmt.Sprintf("holding %d MiB", victimHold)) {
-				s.victim = &pods.Items[0]
-				break
-			}
+		if err != nil || len(pods.Items) != 1 {
+			return false, fmt.Sprint(err)
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("blue's victim did not come to hold %d MiB within 3 minutes (pods: %v, error %v)", victimHold, pods, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	if len(s.victim.Status.ResourceClaimStatuses) != 1 || s.victim.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
-		return nil, fmt.Errorf("blue's victim has no claim: %+v", s.victim.Status.ResourceClaimStatuses)
-	}
-	claim, err := s.admin.ResourceV1().ResourceClaims(blue).Get(ctx, *s.victim.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+		name = pods.Items[0].Name
+		return true, ""
+	})
 	if err != nil {
 		return nil, err
 	}
-	s.victimClaim = string(claim.UID)
-	for s.victimMemory < victimHold<<20 {
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("the node plugin's metrics do not show blue's %d MiB (%v bytes)", victimHold, s.victimMemory)
-		}
-		time.Sleep(200 * time.Millisecond)
-		metrics, _ := realnodetest.ReadMetrics(env.Nodes[0])
-		s.victimMemory = realnodetest.ClaimMetric(metrics, nvmlUsed, s.victimClaim)
+	if s.victim, err = s.holding(blue, name, victimHold); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// waitFor polls cond until it holds or timeout passes.
+func waitFor(timeout time.Duration, what string, cond func() (bool, string)) error {
+	var last string
+	for deadline := time.Now().Add(timeout); ; time.Sleep(200 * time.Millisecond) {
+		var ok bool
+		if ok, last = cond(); ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not within %s; last: %s", what, timeout, last)
+		}
+	}
 }
 
 // nvmlUsed is the plugin's metric of a claim's GPU memory as NVML sees it.
 const nvmlUsed = "gpuslice_claim_nvml_memory_used_bytes"
 
-// victimUntouched fails t unless blue's victim still runs, never
-// restarted, and holds its memory: an attack on red's slice must not reach
-// another tenant's.
-func (s *suite) victimUntouched(t *testing.T) {
+// holder is a pod holding GPU memory of its claim: blue's victim, or the
+// neighbour of an attack. An attack must leave it as it was.
+type holder struct {
+	ns, pod  string
+	claimUID string
+	node     *realnode.Node
+	// memory is its claim's GPU memory as NVML shows it, through the node
+	// plugin's metrics.
+	memory float64
+}
+
+// holding waits until pod (running slice-check --hold mib) holds its
+// memory, and the node plugin sees it, and returns it as a holder.
+func (s *suite) holding(ns, pod string, mib int) (*holder, error) {
+	ctx := context.Background()
+	h := &holder{ns: ns, pod: pod}
+	err := waitFor(3*time.Minute, "pod "+ns+"/"+pod+" to hold its memory", func() (bool, string) {
+		logs, err := s.admin.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil || !strings.Contains(string(logs), fmt.Sprintf("holding %d MiB", mib)) {
+			return false, fmt.Sprint(string(logs), err)
+		}
+		p, err := s.admin.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil || len(p.Status.ResourceClaimStatuses) != 1 || p.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+			return false, fmt.Sprint("its claim: ", err)
+		}
+		claim, err := s.admin.ResourceV1().ResourceClaims(ns).Get(ctx, *p.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		h.claimUID, h.node = string(claim.UID), s.env.Node(p.Spec.NodeName)
+		if h.node == nil {
+			return false, "on node " + p.Spec.NodeName
+		}
+		metrics, err := realnodetest.ReadMetrics(h.node)
+		h.memory = realnodetest.ClaimMetric(metrics, nvmlUsed, h.claimUID)
+		return h.memory >= float64(mib)*(1<<20), fmt.Sprintf("NVML shows %v bytes (%v)", h.memory, err)
+	})
+	return h, err
+}
+
+// untouched fails t unless h still runs, never restarted, and holds the
+// GPU memory it held: an attack must not reach another claim.
+func (s *suite) untouched(t *testing.T, h *holder) {
 	t.Helper()
-	p, err := s.admin.CoreV1().Pods(blue).Get(context.Background(), s.victim.Name, metav1.GetOptions{})
+	p, err := s.admin.CoreV1().Pods(h.ns).Get(context.Background(), h.pod, metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("blue's victim: %v", err)
+		t.Fatalf("%s/%s: %v", h.ns, h.pod, err)
 	}
 	if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].RestartCount != 0 ||
 		p.Status.ContainerStatuses[0].State.Running == nil {
-		t.Fatalf("blue's victim is no longer running as it was: phase %s, %+v", p.Status.Phase, p.Status.ContainerStatuses)
+		t.Fatalf("%s/%s is no longer running as it was: phase %s, %+v", h.ns, h.pod, p.Status.Phase, p.Status.ContainerStatuses)
 	}
-	if now := realnodetest.ClaimMetric(realnodetest.Scrape(t, s.env.Nodes[0]), nvmlUsed, s.victimClaim); now != s.victimMemory {
-		t.Fatalf("blue's victim's GPU memory went from %v to %v bytes", s.victimMemory, now)
+	if now := realnodetest.ClaimMetric(realnodetest.Scrape(t, h.node), nvmlUsed, h.claimUID); now != h.memory {
+		t.Fatalf("the GPU memory of %s/%s went from %v to %v bytes", h.ns, h.pod, h.memory, now)
 	}
+}
+
+// victimUntouched: an attack on red's slice must not reach blue's.
+func (s *suite) victimUntouched(t *testing.T) {
+	t.Helper()
+	s.untouched(t, s.victim)
 }
 
 // claimTemplate is a claim template in the documented shape for pkg, with
@@ -232,17 +274,23 @@ func claimTemplate(name, pkg string, capacity map[resourcev1.QualifiedName]resou
 }
 
 // attackPod is a pod running script in the slice-check image (which has
-// tenant-attack beside slice-check), with the claim of template when it is
-// not empty.
+// slice-attack beside slice-check) on the partition node, beside blue's
+// victim, with the claim of template when it is not empty, and an emptyDir
+// at /tmp (the image has none).
 func attackPod(name, template, script string) *corev1.Pod {
 	c := corev1.Container{
 		Name: "attack", Image: images.SliceCheck, Command: []string{"sh", "-c", script},
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")}},
+		VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: ptr.To[int64](1)},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: ptr.To[int64](1),
+			NodeSelector: map[string]string{corev1.LabelHostname: partitionNode},
+			Volumes:      []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		},
 	}
 	if template != "" {
 		pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &template}}

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -48,8 +49,10 @@ type Options struct {
 	GPUs      string
 	NodeGPUs  map[string]string // by node name, e.g. an A100 in MIG mode: "a100-40gb:1,mig=1g.5gb*7"
 	Fractions string
-	// PluginArgs are more flags of every node plugin, e.g. --any-size=true.
-	PluginArgs []string
+	// PluginArgs are more flags of every node plugin, e.g. --any-size=true;
+	// NodePluginArgs more still for the node of that name.
+	PluginArgs     []string
+	NodePluginArgs map[string][]string
 	// NoNodePlugin leaves the nodes without a node plugin process.
 	NoNodePlugin bool
 }
@@ -106,7 +109,8 @@ func start(c *cluster.Cluster, opts Options, logf func(string, ...any)) (*Env, e
 			if own, ok := opts.NodeGPUs[name]; ok {
 				g = own
 			}
-			o.NodePlugin = &realnode.NodePluginOptions{GPUs: g, Fractions: opts.Fractions, Args: opts.PluginArgs}
+			args := append(slices.Clone(opts.PluginArgs), opts.NodePluginArgs[name]...)
+			o.NodePlugin = &realnode.NodePluginOptions{GPUs: g, Fractions: opts.Fractions, Args: args}
 		}
 		n, err := realnode.Start(ctx, o)
 		if err != nil {
