@@ -33,6 +33,12 @@ const (
 	killedExit     = 137 // SIGKILL
 )
 
+// holdThenZero starts a process holding 4 GiB of red's slice and, once it
+// holds, zeroes the region's usage count and the first slots' counts.
+var holdThenZero = fmt.Sprintf("slice-check --hold 4096 --marker /tmp/held & slice-attack wait-file /tmp/held 60 && "+
+	"for off in %d %d %d %d %d; do slice-attack poke %s $off 0; done; ",
+	offRegionUsed, offSlot0Used, offSlot0Used+slotSize, offSlot0Used+2*slotSize, offSlot0Used+3*slotSize, regionFile)
+
 // TestContainer attacks red's 8 GiB slice from inside its own container:
 // the files that carry its limits and usage, the environment, the driver
 // library, and programs that do not go through the shim (slice-attack is
@@ -58,19 +64,36 @@ func TestContainer(t *testing.T) {
 				}
 				return m[2] + " of " + m[2] + " refused; " + sliceHeld(t, s, r)
 			}},
-		{"region: zero the usage while another process holds memory", "shim (NVML observation)",
-			fmt.Sprintf("slice-check --hold 4096 --marker /tmp/held & slice-attack wait-file /tmp/held 60 && "+
-				"for off in %d %d %d %d %d; do slice-attack poke %s $off 0; done; slice-check; kill %%1",
-				offRegionUsed, offSlot0Used, offSlot0Used+slotSize, offSlot0Used+2*slotSize, offSlot0Used+3*slotSize, regionFile),
+		{"region: zero the usage beside a process holding memory, then allocate", "shim (NVML observation)",
+			// a second later the plugin's observation holds the first process's memory
+			holdThenZero + "slice-attack wait-file /tmp/never 1; slice-check",
 			func(t *testing.T, s *suite, r result) string {
-				if note, ok := s.killed(t, r); ok {
-					return "the allocating process was stopped by the enforcer: " + note
-				}
 				got := allocated(t, r.logs)
 				if got+4096 > sliceMiB {
-					t.Fatalf("after zeroing the usage a second process allocated %d MiB beside the first's 4096: %d MiB on an 8192 MiB slice\n%s", got, got+4096, r.logs)
+					t.Fatalf("after zeroing the usage a second process allocated %d MiB beside the first's 4096: %d MiB on an 8192 MiB slice\n%s\nevents: %s", got, got+4096, r.logs, s.events(r.pod))
 				}
 				return fmt.Sprintf("the second process got %d MiB beside the first's 4096", got)
+			}},
+		{"region: zero the usage and at once hold more than the rest of the slice", "shim, enforcer (NVML)",
+			// within the plugin's sample period the observation may not hold
+			// the first process's memory yet: then the enforcer stops the second
+			holdThenZero + "slice-check --hold 6144; echo \"second process: exit $?\"",
+			func(t *testing.T, s *suite, r result) string {
+				m := regexp.MustCompile(`second process: exit (\d+)`).FindStringSubmatch(r.logs)
+				switch {
+				case m == nil:
+					t.Fatalf("no exit status of the second process:\n%s", r.logs)
+				case m[1] == "3" && strings.Contains(r.logs, "holding allocation failed"):
+					return "the second process's 6144 MiB refused"
+				case m[1] == "137":
+					note, ok := s.enforcerKill(t, r)
+					if !ok {
+						t.Fatalf("the second process was killed, but not by the enforcer:\n%s", r.logs)
+					}
+					return "the second process stopped by the enforcer: " + note
+				}
+				t.Fatalf("the second process held 6144 MiB beside the first's 4096 (exit %s):\n%s", m[1], r.logs)
+				return ""
 			}},
 		{"region: delete it, recreate it from a raised variable", "limits file (read-only)",
 			fmt.Sprintf("slice-attack unlink %s; %s=%s exec slice-check", regionFile, contract.EnvMemoryLimit, thirtyTwoGiB),
@@ -147,14 +170,20 @@ func mustBeKilled(t *testing.T, s *suite, r result) string {
 	return "stopped by the enforcer: " + note
 }
 
-// killed reports whether the attack's container was SIGKILLed with the
-// enforcer's event on its pod, counted in its claim's metric, and returns
-// the event's note.
+// killed reports whether the attack's container was SIGKILLed by the
+// enforcer, and returns the note of its event.
 func (s *suite) killed(t *testing.T, r result) (string, bool) {
 	t.Helper()
 	if r.exit != killedExit {
 		return "", false
 	}
+	return s.enforcerKill(t, r)
+}
+
+// enforcerKill waits for the enforcer's event on the attack's pod and
+// checks its claim's kill metric; it returns the event's note.
+func (s *suite) enforcerKill(t *testing.T, r result) (string, bool) {
+	t.Helper()
 	var note string
 	ctx := context.Background()
 	realnodetest.Eventually(t, time.Minute, "a "+driver.EventReasonMemoryLimitExceeded+" event on pod "+r.pod, func() (bool, string) {
@@ -174,6 +203,21 @@ func (s *suite) killed(t *testing.T, r result) (string, bool) {
 		t.Fatalf("gpuslice_claim_enforcer_kills_total of claim %s is %v after the kill", r.claimUID, n)
 	}
 	return note, true
+}
+
+// events are the notes of the events on a pod in red, for failure messages.
+func (s *suite) events(pod string) string {
+	list, err := s.admin.EventsV1().Events(red).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == pod {
+			out = append(out, e.Reason+": "+e.Note)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 var allocatedLine = regexp.MustCompile(`slice-check: allocated (\d+) MiB`)

@@ -74,7 +74,9 @@ func (s *suite) neighbour(t *testing.T, name, pkg string, capacity map[resourcev
 	if _, err := s.admin.ResourceV1().ResourceClaims(open).Create(ctx, c, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.admin.ResourceV1().ResourceClaims(open).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = s.admin.ResourceV1().ResourceClaims(open).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 	pod := onNode(claimPod(attackPod(name, "", ""), name), sharedNode)
 	pod.Spec.Containers[0].Command = []string{"slice-check", "--hold", "4096"}
 	if _, err := s.admin.CoreV1().Pods(open).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
@@ -106,7 +108,9 @@ func (s *suite) refusedAtPrepare(t *testing.T, claim *resourcev1.ResourceClaim, 
 		if _, err := s.admin.ResourceV1().ResourceClaims(open).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = s.admin.ResourceV1().ResourceClaims(open).Delete(context.Background(), claim.Name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = s.admin.ResourceV1().ResourceClaims(open).Delete(context.Background(), claim.Name, metav1.DeleteOptions{})
+		})
 		pod = onNode(claimPod(attackPod(claim.Name, "", "slice-check"), claim.Name), sharedNode)
 	}
 	if _, err := s.admin.CoreV1().Pods(open).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
@@ -140,10 +144,10 @@ func (s *suite) refusedAtPrepare(t *testing.T, claim *resourcev1.ResourceClaim, 
 	})
 	// The tenant reads the same reason on its claim.
 	p, err := s.admin.CoreV1().Pods(open).Get(ctx, pod.Name, metav1.GetOptions{})
-	if err != nil || len(p.Status.ResourceClaimStatuses) != 1 || p.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+	if err != nil || claimOf(p) == "" {
 		t.Fatalf("the claim of pod %s: %v", pod.Name, err)
 	}
-	name := *p.Status.ResourceClaimStatuses[0].ResourceClaimName
+	name := claimOf(p)
 	realnodetest.Eventually(t, time.Minute, "the refusal on claim "+name, func() (bool, string) {
 		c, err := s.admin.ResourceV1().ResourceClaims(open).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

@@ -30,17 +30,17 @@ import (
 // The tenants: red attacks, blue is the victim whose slice shares the GPU.
 const (
 	partitionNode, sharedNode = "red-node", "shared-node"
-	red, blue   = "red", "blue"
-	alice, bob  = "alice", "bob" // red's and blue's users
-	open        = "red-open"     // a namespace the admission policies do not bind: admission switched off
-	victimHold  = 12000          // MiB the victim holds of its 16 GiB slice
-	sliceMiB    = 8192           // red's 8 GiB partition
-	pkgQuarter  = "red-8gi"      // 25 %, also requested as gpuslice.dev/red-8gi
-	pkgAnySize  = "red-6gi"      // any size: 6 GiB, 20 % compute
-	pkgShared   = "red-ts"       // time-sliced, 4 per GPU
-	pkgVictim   = "blue-16gi"    // 50 %, blue's only
-	extQuarter  = "gpuslice.dev/red-8gi"
-	implicitExt = "deviceclass.resource.kubernetes.io/"
+	red, blue                 = "red", "blue"
+	alice, bob                = "alice", "bob" // red's and blue's users
+	open                      = "red-open"     // a namespace the admission policies do not bind: admission switched off
+	victimHold                = 12000          // MiB the victim holds of its 16 GiB slice
+	sliceMiB                  = 8192           // red's 8 GiB partition
+	pkgQuarter                = "red-8gi"      // 25 %, also requested as gpuslice.dev/red-8gi
+	pkgAnySize                = "red-6gi"      // any size: 6 GiB, 20 % compute
+	pkgShared                 = "red-ts"       // time-sliced, 4 per GPU
+	pkgVictim                 = "blue-16gi"    // 50 %, blue's only
+	extQuarter                = "gpuslice.dev/red-8gi"
+	implicitExt               = "deviceclass.resource.kubernetes.io/"
 )
 
 // stack is what the platform team applies: the platform with its admission
@@ -216,10 +216,10 @@ func (s *suite) holding(ns, pod string, mib int) (*holder, error) {
 			return false, fmt.Sprint(string(logs), err)
 		}
 		p, err := s.admin.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
-		if err != nil || len(p.Status.ResourceClaimStatuses) != 1 || p.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+		if err != nil || claimOf(p) == "" {
 			return false, fmt.Sprint("its claim: ", err)
 		}
-		claim, err := s.admin.ResourceV1().ResourceClaims(ns).Get(ctx, *p.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+		claim, err := s.admin.ResourceV1().ResourceClaims(ns).Get(ctx, claimOf(p), metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -232,6 +232,22 @@ func (s *suite) holding(ns, pod string, mib int) (*holder, error) {
 		return h.memory >= float64(mib)*(1<<20), fmt.Sprintf("NVML shows %v bytes (%v)", h.memory, err)
 	})
 	return h, err
+}
+
+// claimOf is the name of the pod's (first) claim: named in its spec, or
+// made from its template; "" until the template's claim is made.
+func claimOf(p *corev1.Pod) string {
+	for _, c := range p.Spec.ResourceClaims {
+		if c.ResourceClaimName != nil {
+			return *c.ResourceClaimName
+		}
+	}
+	for _, c := range p.Status.ResourceClaimStatuses {
+		if c.ResourceClaimName != nil {
+			return *c.ResourceClaimName
+		}
+	}
+	return ""
 }
 
 // untouched fails t unless h still runs, never restarted, and holds the
@@ -337,11 +353,9 @@ func (s *suite) runAsTenant(t *testing.T, tmpl *resourcev1.ResourceClaimTemplate
 		for _, c := range p.Status.ContainerStatuses {
 			if c.Name == pod.Spec.Containers[0].Name && c.State.Terminated != nil {
 				r.exit = c.State.Terminated.ExitCode
-				for _, rc := range p.Status.ResourceClaimStatuses {
-					if rc.ResourceClaimName != nil {
-						if claim, err := s.admin.ResourceV1().ResourceClaims(ns).Get(ctx, *rc.ResourceClaimName, metav1.GetOptions{}); err == nil {
-							r.claimUID = string(claim.UID)
-						}
+				if name := claimOf(p); name != "" {
+					if claim, err := s.admin.ResourceV1().ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+						r.claimUID = string(claim.UID)
 					}
 				}
 				return true, ""
