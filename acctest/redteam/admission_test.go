@@ -112,7 +112,7 @@ func TestAdmission(t *testing.T) {
 		{"pod: raw nvidia.com/gpu", extendedPod("raw-gpu", "nvidia.com/gpu", "1"), "shared GPU capacity is offered through gpuslice packages"},
 		{"pod: privileged", privileged(attackPod("privileged", "", "true")), "is privileged"},
 		{"pod: host path to /dev/nvidia0", hostPath(attackPod("host-dev", "", "true"), "/dev/nvidia0"), "hostPath volume"},
-		{"pod: its own GPUSLICE_MEMORY_LIMIT", withEnv(attackPod("env-limit", "", "true"), contract.EnvMemoryLimit, "34359738368"), "sets " + contract.EnvMemoryLimit},
+		{"pod: its own memory limit variable", withEnv(attackPod("env-limit", "", "true"), contract.EnvMemoryLimit, "34359738368"), "sets " + contract.EnvMemoryLimit},
 		{"pod: a volume over /run/gpuslice", overAccounting(attackPod("shadow", "", "true")), "mounts a volume at /run/gpuslice"},
 	}
 	for _, c := range pods {

@@ -234,8 +234,9 @@ func (s *suite) holding(ns, pod string, mib int) (*holder, error) {
 	return h, err
 }
 
-// claimOf is the name of the pod's (first) claim: named in its spec, or
-// made from its template; "" until the template's claim is made.
+// claimOf is the name of the pod's (first) claim: named in its spec, made
+// from its template, or made by the scheduler for its extended resources;
+// "" until it is made.
 func claimOf(p *corev1.Pod) string {
 	for _, c := range p.Spec.ResourceClaims {
 		if c.ResourceClaimName != nil {
@@ -246,6 +247,9 @@ func claimOf(p *corev1.Pod) string {
 		if c.ResourceClaimName != nil {
 			return *c.ResourceClaimName
 		}
+	}
+	if e := p.Status.ExtendedResourceClaimStatus; e != nil {
+		return e.ResourceClaimName // the scheduler's, for extended resources
 	}
 	return ""
 }
