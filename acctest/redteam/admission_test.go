@@ -108,6 +108,7 @@ func TestAdmission(t *testing.T) {
 		{"pod: an any-size slice by its implicit extended resource", extendedPod("implicit-any", implicitExt+pkgAnySize, "1"), pkgAnySize},
 		{"pod: two quarters by the extended resource", extendedPod("explicit-two", extQuarter, "2"), extQuarter},
 		{"pod: two quarters by the implicit extended resource", extendedPod("implicit-two", implicitExt+pkgQuarter, "2"), pkgQuarter},
+		{"pod: two MIG instances by the implicit extended resource", extendedPod("implicit-mig-two", implicitExt+pkgMIG, "2"), pkgMIG},
 		{"pod: another tenant's package by extended resource", extendedPod("implicit-foreign", implicitExt+pkgVictim, "1"), pkgVictim},
 		{"pod: raw nvidia.com/gpu", extendedPod("raw-gpu", "nvidia.com/gpu", "1"), "shared GPU capacity is offered through gpuslice packages"},
 		{"pod: privileged", privileged(attackPod("privileged", "", "true")), "is privileged"},

@@ -39,6 +39,7 @@ const (
 	pkgAnySize                = "red-6gi"      // any size: 6 GiB, 20 % compute
 	pkgShared                 = "red-ts"       // time-sliced, 4 per GPU
 	pkgVictim                 = "blue-16gi"    // 50 %, blue's only
+	pkgMIG                    = "red-mig-1g"   // an A100 1g.5gb instance (no node has one: admission only)
 	extQuarter                = "gpuslice.dev/red-8gi"
 	implicitExt               = "deviceclass.resource.kubernetes.io/"
 )
@@ -70,6 +71,12 @@ resource "gpuslice_package" "shared" {
   replicas  = 4
 }
 
+resource "gpuslice_package" "mig" {
+  name        = "` + pkgMIG + `"
+  gpu_model   = "NVIDIA A100-SXM4-40GB"
+  mig_profile = "1g.5gb"
+}
+
 resource "gpuslice_package" "victim" {
   name      = "` + pkgVictim + `"
   gpu_model = "Tesla V100-PCIE-32GB"
@@ -78,7 +85,7 @@ resource "gpuslice_package" "victim" {
 
 resource "gpuslice_quota" "red" {
   namespace       = "` + red + `"
-  slices          = { (gpuslice_package.quarter.name) = 2, (gpuslice_package.any.name) = 1, (gpuslice_package.shared.name) = 1 }
+  slices          = { (gpuslice_package.quarter.name) = 2, (gpuslice_package.any.name) = 1, (gpuslice_package.shared.name) = 1, (gpuslice_package.mig.name) = 2 }
   cpu_requests    = "4"
   memory_requests = "4Gi"
   tenant_users    = ["` + alice + `"]
