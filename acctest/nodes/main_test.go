@@ -8,8 +8,6 @@ package nodes
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
@@ -24,17 +22,13 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "gpuslice-cli-")
+	cli, remove, err := realnodetest.BuildCLI()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	gpusliceCLI = filepath.Join(dir, "gpuslice")
-	if out, err := exec.Command("go", "build", "-o", gpusliceCLI, "github.com/gpuslice/gpuslice/cmd/gpuslice").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build gpuslice: %v\n%s", err, out)
-		return 1
-	}
+	defer remove()
+	gpusliceCLI = cli
 	// Every kind of slice: partitions, any-size and time-sliced devices.
 	return realnodetest.Main(m, realnodetest.Options{Names: []string{"real-1"}, PluginArgs: []string{"--any-size=true", "--time-slicing=true"}})
 }

@@ -10,8 +10,6 @@ package redteam
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
@@ -26,17 +24,13 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "gpuslice-redteam-")
+	cli, remove, err := realnodetest.BuildCLI()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	gpusliceCLI = filepath.Join(dir, "gpuslice")
-	if out, err := exec.Command("go", "build", "-o", gpusliceCLI, "github.com/gpuslice/gpuslice/cmd/gpuslice").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build gpuslice: %v\n%s", err, out)
-		return 1
-	}
+	defer remove()
+	gpusliceCLI = cli
 	// A GPU serves one kind of slice at a time: partitions on red-node's
 	// one GPU, where red's attacks share the GPU with blue's victim; the
 	// any-size and time-sliced devices on shared-node's two GPUs, where
