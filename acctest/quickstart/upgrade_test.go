@@ -79,9 +79,12 @@ output "memory" {
 
 // TestUpgradeFromThePreviousRelease: a configuration of fraction packages,
 // a quota and a workload applied by the previous release's provider plans
-// with no change once the provider is upgraded — from the state that
-// provider wrote, both with a refresh and without one — and what it read
-// (a package's memory) stays the same.
+// once the provider is upgraded — from the state that provider wrote, both
+// with a refresh and without one — one change only, and says why: the
+// quota of a package with an extended resource name now carries
+// requests.<name>, that package's grant for pods asking by that name. After
+// that apply the plan is empty, and what it read (a package's memory) stays
+// the same.
 func TestUpgradeFromThePreviousRelease(t *testing.T) {
 	c := clustertest.Shared(t)
 	dir := t.TempDir()
@@ -110,10 +113,11 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 	if out, code := current("init", "-input=false", "-no-color"); code != 0 {
 		t.Fatalf("tofu init with this provider: exit %d\n%s", code, out)
 	}
+	const quota, newGrant = "gpuslice_quota.team", `update ResourceQuota upgrade/gpuslice: .spec.hard["requests.gpuslice.dev/upgrade-32gi"]`
 	for _, args := range [][]string{{}, {"-refresh=false"}} {
 		out, code := current(append([]string{"plan", "-detailed-exitcode", "-input=false", "-no-color", "-out=upgrade.plan"}, args...)...)
-		if code != 0 {
-			t.Errorf("plan %v after the upgrade: exit %d, want 0 (no changes)\n%s", args, code, out)
+		if code != 2 || !strings.Contains(out, newGrant) {
+			t.Errorf("plan %v after the upgrade: exit %d, want 2 with the quota's new grant (%s)\n%s", args, code, newGrant, out)
 		}
 		show, _ := current("show", "-json", "upgrade.plan")
 		var plan struct {
@@ -131,13 +135,20 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 			t.Errorf("plan %v covers %d resources, want 4", args, len(plan.ResourceChanges))
 		}
 		for _, rc := range plan.ResourceChanges {
-			if len(rc.Change.Actions) != 1 || rc.Change.Actions[0] != "no-op" {
-				t.Errorf("plan %v after the upgrade: %s %v, want no-op", args, rc.Address, rc.Change.Actions)
+			want := "no-op"
+			if rc.Address == quota {
+				want = "update"
+			}
+			if len(rc.Change.Actions) != 1 || rc.Change.Actions[0] != want {
+				t.Errorf("plan %v after the upgrade: %s %v, want %s", args, rc.Address, rc.Change.Actions, want)
 			}
 		}
 	}
-	if out, code := current("apply", "-auto-approve", "-input=false", "-no-color"); code != 0 || !strings.Contains(out, "Resources: 0 added, 0 changed, 0 destroyed") {
+	if out, code := current("apply", "-auto-approve", "-input=false", "-no-color"); code != 0 || !strings.Contains(out, "Resources: 0 added, 1 changed, 0 destroyed") {
 		t.Fatalf("apply after the upgrade: exit %d\n%s", code, out)
+	}
+	if out, code := current("plan", "-detailed-exitcode", "-input=false", "-no-color"); code != 0 {
+		t.Errorf("plan after the upgrade's apply: exit %d, want 0 (no changes)\n%s", code, out)
 	}
 	if out, _ := current("output", "-raw", "memory"); out != "8Gi" {
 		t.Errorf("output memory after the upgrade = %q, want 8Gi", out)
