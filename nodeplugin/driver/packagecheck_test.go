@@ -2,6 +2,7 @@ package driver_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
 	"github.com/gpuslice/gpuslice/nodeplugin/publish"
+	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
 )
 
@@ -335,6 +337,13 @@ func nodeFiles(t *testing.T, cfgs ...driver.Config) map[string]string {
 				}
 				data, err := os.ReadFile(path)
 				out[path] = string(data)
+				if filepath.Base(path) == contract.LimitsFile {
+					// the enforcer writes its observation in place every
+					// sample: only the limits are the refusals' to keep
+					l, decodeErr := accounting.DecodeLimits(data)
+					l.ObservedUsed, l.ObservedSeq, l.Observed = 0, 0, time.Time{}
+					out[path] = fmt.Sprintf("%+v %v", l, decodeErr)
+				}
 				return err
 			})
 			if err != nil {
