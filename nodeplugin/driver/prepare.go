@@ -203,7 +203,31 @@ func (p *Plugin) createAccounting(uid string, c checkpoint.Claim, fresh bool) er
 	if err != nil {
 		return fmt.Errorf("create the claim's limits file: %w", err)
 	}
-	err = accounting.Create(filepath.Join(dir, contract.RegionFile), c.MemoryBytes(), uint32(c.Fraction()), false, window)
+	return p.createRegion(uid, c, filepath.Join(dir, contract.RegionFile), window)
+}
+
+// createRegion makes the claim's region if it is missing. An existing one
+// is the claim's processes' own to write (its directory is writable in
+// their containers), so what they did to it is never a reason to stop
+// restoring the node's claims: a symlink, FIFO or directory put in its
+// place is removed (never followed: the plugin runs on the host) and the
+// region made afresh; a region whose content is unusable is left to the
+// library, which reinitialises it once no process is attached, and refuses
+// that claim's allocations until then. Either way only that claim is
+// affected, and the limits file and the enforcer still hold it.
+func (p *Plugin) createRegion(uid string, c checkpoint.Claim, path string, window time.Duration) error {
+	err := accounting.Create(path, c.MemoryBytes(), uint32(c.Fraction()), false, window)
+	if errors.Is(err, accounting.ErrNotRegularFile) {
+		p.log.Info("replacing what a container of the claim put in place of its accounting region", "claim", c.Namespace+"/"+c.Name, "uid", uid, "detail", err.Error())
+		if rmErr := os.RemoveAll(path); rmErr != nil {
+			return fmt.Errorf("remove what replaced the accounting region: %w", rmErr)
+		}
+		err = accounting.Create(path, c.MemoryBytes(), uint32(c.Fraction()), false, window)
+	}
+	if errors.Is(err, accounting.ErrUnusableRegion) {
+		p.log.Info("the claim's accounting region is unusable: its processes wrote it; the library reinitialises it once none is attached", "claim", c.Namespace+"/"+c.Name, "uid", uid, "detail", err.Error())
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("create accounting region: %w", err)
 	}

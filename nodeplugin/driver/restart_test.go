@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -251,4 +252,64 @@ func matches(m *dto.Metric, want map[string]string) bool {
 		}
 	}
 	return n == len(want)
+}
+
+// TestRestartHostileRegion: the claim's directory is writable in its
+// containers, so before the plugin restarts a tenant may put a symlink to a
+// host file, a FIFO or garbage where the region was. The plugin runs on the
+// host: it must neither follow the symlink (which would chmod 0666 and
+// rewrite the host file) nor block on the FIFO, and what one claim's
+// processes did must not stop it restoring the node's claims.
+func TestRestartHostileRegion(t *testing.T) {
+	e := newEnv(t, "hr-node")
+	cfg, uid := preparedClaim(t, e, "hr-node")
+	region := filepath.Join(cfg.AccountingRoot, uid, contract.RegionFile)
+	host := filepath.Join(t.TempDir(), "host-file")
+	if err := os.WriteFile(host, []byte("root:x:0:0"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, plant := range []struct {
+		name string
+		do   func() error
+		// fresh: the plugin makes a new region in its place; otherwise it
+		// leaves the file to the library
+		fresh bool
+	}{
+		{"symlink to a host file", func() error { return os.Symlink(host, region) }, true},
+		{"FIFO", func() error { return syscall.Mkfifo(region, 0o666) }, true},
+		{"garbage", func() error { return os.WriteFile(region, bytes.Repeat([]byte("x"), 4096), 0o666) }, false},
+	} {
+		t.Run(plant.name, func(t *testing.T) {
+			if err := os.Remove(region); err != nil {
+				t.Fatal(err)
+			}
+			if err := plant.do(); err != nil {
+				t.Fatal(err)
+			}
+			restart(t, e, cfg) // refused to start before, on each of them
+			if _, err := os.Stat(filepath.Join(cfg.CDIDir, cdispec.SpecName(uid))); err != nil {
+				t.Errorf("the claim's spec after the restart: %v", err)
+			}
+			if cp, err := mustCheckpoint(t, cfg.StateDir).Load(); err != nil || cp.Claims[uid].State != checkpoint.PrepareCompleted {
+				t.Errorf("the checkpoint after the restart: %v, %v; want the claim completed", cp, err)
+			}
+			st, err := os.Lstat(region)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if plant.fresh {
+				if r, err := accounting.ReadFile(region); err != nil || r.MemoryLimit != 8<<30 {
+					t.Errorf("the region after the restart: %v, %v; want a fresh region", r, err)
+				}
+			} else if !st.Mode().IsRegular() {
+				t.Errorf("the region after the restart is %v", st.Mode())
+			}
+		})
+	}
+	if st, err := os.Stat(host); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the host file's mode: %v, %v; want 0600 unchanged", st, err)
+	}
+	if b, _ := os.ReadFile(host); string(b) != "root:x:0:0" {
+		t.Errorf("the host file was rewritten: %q", b)
+	}
 }

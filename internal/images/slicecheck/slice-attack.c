@@ -15,6 +15,8 @@
  *                                         until killed
  *   slice-attack rename FROM TO           rename(2), e.g. a directory above a mount
  *   slice-attack unlink FILE              unlink(2)
+ *   slice-attack symlink TARGET LINK      symlink(2): a path the node plugin resolves on the host
+ *   slice-attack mkfifo PATH              mkfifo(3): a file whose open blocks a reader
  *   slice-attack forge DIR BYTES          create DIR and a limits file in it granting
  *                                         BYTES (the layout of gpuslice.h)
  *   slice-attack copy SRC DST             copy a file (the driver library to a path of its own)
@@ -199,6 +201,10 @@ int main(int argc, char **argv)
 		return tamper(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "rename"))
 		return report("rename", rename(argv[2], argv[3])) ? 0 : 1;
+	if (argc == 4 && !strcmp(argv[1], "symlink"))
+		return report("symlink", symlink(argv[2], argv[3])) ? 0 : 1;
+	if (argc == 3 && !strcmp(argv[1], "mkfifo"))
+		return report("mkfifo", mkfifo(argv[2], 0666)) ? 0 : 1;
 	if (argc == 3 && !strcmp(argv[1], "unlink"))
 		return report("unlink", unlink(argv[2])) ? 0 : 1;
 	if (argc == 4 && !strcmp(argv[1], "forge"))
@@ -214,6 +220,6 @@ int main(int argc, char **argv)
 	}
 	if ((argc == 3 || (argc == 4 && !strcmp(argv[3], "--hold"))) && !strcmp(argv[1], "alloc"))
 		return alloc(strtoull(argv[2], NULL, 10), argc == 4);
-	fprintf(stderr, "usage: slice-attack poke FILE OFFSET VALUE | tamper FILE | alloc MIB [--hold] | rename FROM TO | unlink FILE | forge DIR BYTES | copy SRC DST | wait-file FILE SECONDS | exec-clean CMD [ARG...]\n");
+	fprintf(stderr, "usage: slice-attack poke FILE OFFSET VALUE | tamper FILE | alloc MIB [--hold] | rename FROM TO | unlink FILE | symlink TARGET LINK | mkfifo PATH | forge DIR BYTES | copy SRC DST | wait-file FILE SECONDS | exec-clean CMD [ARG...]\n");
 	return 2;
 }

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/gpuslice/gpuslice/internal/realnode"
 )
@@ -21,9 +22,13 @@ func Scrape(tb testing.TB, n *realnode.Node) string {
 	return s
 }
 
+// metricsClient gives up on a plugin that does not answer: a test must
+// fail, not hang, when something blocks the plugin's collectors.
+var metricsClient = &http.Client{Timeout: 30 * time.Second}
+
 // ReadMetrics reads the node plugin's /metrics on node n.
 func ReadMetrics(n *realnode.Node) (string, error) {
-	resp, err := http.Get(fmt.Sprintf("http://%s:%d/metrics", n.IP, realnode.MetricsPort))
+	resp, err := metricsClient.Get(fmt.Sprintf("http://%s:%d/metrics", n.IP, realnode.MetricsPort))
 	if err != nil {
 		return "", err
 	}

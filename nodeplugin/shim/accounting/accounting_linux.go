@@ -3,6 +3,7 @@ package accounting
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 	"sync/atomic"
@@ -18,6 +19,40 @@ const (
 	fOFDSetLkW = 38
 )
 
+// ErrUnusableRegion is returned by Create for an existing region it cannot
+// read: what the claim's processes wrote, or another layout version.
+var ErrUnusableRegion = errors.New("an unusable accounting region")
+
+// ErrNotRegularFile is returned for a claim's region or limits file that is
+// a symlink, a FIFO, a device or a directory.
+var ErrNotRegularFile = errors.New("not a regular file")
+
+// openClaimFile opens a file of a claim's accounting directory for the
+// plugin, which runs on the host. The directory is bind-mounted writable
+// into the claim's containers, so whatever a tenant put there must be
+// taken for what it is: a symlink is not followed (it would reach the
+// host's files from the host's side), a FIFO does not block the open, and
+// anything but a regular file is refused.
+func openClaimFile(path string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("%s: %w (a symlink: something in the claim's containers replaced it)", path, ErrNotRegularFile)
+		}
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w (%s: something in the claim's containers replaced it)", path, ErrNotRegularFile, st.Mode().Type())
+	}
+	return f, nil
+}
+
 // ReadFile takes a consistent-per-field snapshot of the region at path (each
 // 8-byte field is read atomically, as the library writes it) and reports
 // which processes are still alive. It reads at most the bytes the region's
@@ -25,7 +60,7 @@ const (
 // that shrinks while it is read is an error, not a crash: any process of the
 // claim can write or truncate it.
 func ReadFile(path string) (*Region, error) {
-	f, err := os.Open(path)
+	f, err := openClaimFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +138,7 @@ func Create(path string, limit uint64, share uint32, burst bool, window time.Dur
 	if limit == 0 || share == 0 || share > 100 || window <= 0 {
 		return fmt.Errorf("create %s: limit %d, share %d%%, window %v: invalid", path, limit, share, window)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	f, err := openClaimFile(path, os.O_RDWR|os.O_CREATE, 0o666)
 	if err != nil {
 		return err
 	}
@@ -143,7 +178,7 @@ func Create(path string, limit uint64, share uint32, burst bool, window time.Dur
 		return err
 	}
 	if _, err := Decode(b); err != nil {
-		return fmt.Errorf("%s exists: %w", path, err)
+		return fmt.Errorf("%s exists: %w: %v", path, ErrUnusableRegion, err)
 	}
 	return nil
 }
@@ -165,7 +200,7 @@ func WriteLimits(path string, l Limits) error {
 	if err := l.validate(); err != nil {
 		return fmt.Errorf("write limits %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := openClaimFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("write limits: %w", err)
 	}
@@ -195,9 +230,14 @@ func WriteLimits(path string, l Limits) error {
 
 // ReadLimits reads the limits file at path.
 func ReadLimits(path string) (Limits, error) {
-	b, err := os.ReadFile(path)
+	f, err := openClaimFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return Limits{}, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	if err != nil {
+		return Limits{}, fmt.Errorf("read %s: %w", path, err)
 	}
 	l, err := DecodeLimits(b)
 	if err != nil {
@@ -214,7 +254,7 @@ type Observer struct {
 
 // OpenObserver maps the limits file at path for observations.
 func OpenObserver(path string) (*Observer, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := openClaimFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
 	}
