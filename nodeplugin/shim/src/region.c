@@ -37,7 +37,8 @@ static struct recent_bucket recent[RECENT_BUCKETS];
 static pthread_mutex_t recent_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* CLOCK_REALTIME_COARSE: a few ns instead of tens on every charge and
- * credit, and a few ms behind, which the 10 ms buckets absorb. */
+ * credit, and up to a tick behind (observed_now looks one bucket further
+ * back for it). */
 static uint64_t coarse_unix_ns(void)
 {
 	struct timespec ts;
@@ -66,7 +67,11 @@ static uint64_t observed_now(void)
 	uint64_t obs, at;
 	if (!gs_observation(&obs, &at))
 		return 0;
-	uint64_t first = at / RECENT_NS, now = coarse_unix_ns() / RECENT_NS + 1;
+	/* from the bucket before the sample's: this process's clock is the
+	 * coarse one, up to a tick behind the plugin's, so a charge just after
+	 * the sample began can carry an earlier bucket's time (counted twice
+	 * at worst, which only waits for the next observation) */
+	uint64_t first = at / RECENT_NS - 1, now = coarse_unix_ns() / RECENT_NS + 1;
 	if (now < first || now - first >= RECENT_BUCKETS)
 		return obs;
 	int64_t net = 0;
