@@ -239,7 +239,7 @@ func (tl *timeline) run(limit time.Duration, done func() bool) bool {
 // off from the cluster, it stops holding before the waiter takes over,
 // with a third of the duration to spare; and the waiter takes over an
 // abandoned lock 15 s (the duration) to 16 s (plus its poll) after the
-// last renewal it could see — as the README says, whatever the clocks
+// last renewal it could see — as the state lock guide says, whatever the clocks
 // read.
 func TestClockOffsetsBetweenMachinesDoNotMatter(t *testing.T) {
 	clustertest.Shared(t)

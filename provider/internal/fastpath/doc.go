@@ -6,7 +6,7 @@
 // Why: the framework's schema walks cost more than the provider's own
 // work. In a no-change `tofu plan` of 200 workloads, validating, reading
 // and planning through the framework took more than half of the provider's
-// CPU; the README's speed table is measured with this package in front.
+// CPU; the speed table of docs/guides/benchmarks.md is measured with this package in front.
 //
 // What it serves, for a resource type it understands (below):
 //
