@@ -28,23 +28,15 @@ func (r *gpusliceResource) Read(ctx context.Context, req resource.ReadRequest, r
 	}
 	res, ok := r.ReadValue(ctx, current)
 	if !ok {
-		return // keep the state as it is until there is a cluster to read
-	}
-	resp.Diagnostics.Append(res.Diagnostics...)
-	switch {
-	case resp.Diagnostics.HasError():
-		return
-	case res.State == cty.NilVal:
-		resp.State.RemoveResource(ctx)
+		// Keep the state as it is until there is a cluster to read, with
+		// the identity its id names: a state without one (see Respond)
+		// would fail the read.
+		if id := current.GetAttr("id"); id.IsKnown() && !id.IsNull() {
+			setIdentityAttributes(ctx, resp.Identity, r.identityAttributes(id.AsString()), &resp.Diagnostics)
+		}
 		return
 	}
-	out, err := tfvalue.FromCty(res.State, resp.State.Raw.Type())
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot record the state", err.Error())
-		return
-	}
-	resp.State.Raw = out
-	setIdentityAttributes(ctx, resp.Identity, res.Identity, &resp.Diagnostics)
+	res.Respond(ctx, resp)
 }
 
 // ReadValue is Read on the state's value, for Read and the fast path

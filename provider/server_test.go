@@ -253,6 +253,18 @@ func TestFastPathServesEveryResourceWithoutACluster(t *testing.T) {
 			if got := undynamic(t, read.NewState, ty); !got.RawEquals(state) {
 				t.Errorf("read without a cluster changed the state to %#v", got)
 			}
+			// A state without identity (written before identities, or by a
+			// client that keeps none) is kept too, and gets its identity.
+			read, err = s.ReadResource(ctx, &tfprotov6.ReadResourceRequest{TypeName: name, CurrentState: dynamic(t, state)})
+			if err != nil || len(read.Diagnostics) > 0 {
+				t.Fatalf("read without identity: %v %s", err, describe(read.Diagnostics))
+			}
+			if got := undynamic(t, read.NewState, ty); !got.RawEquals(state) {
+				t.Errorf("read without a cluster or identity changed the state to %#v", got)
+			}
+			if read.NewIdentity == nil || !undynamic(t, read.NewIdentity.IdentityData, idType).RawEquals(identity) {
+				t.Errorf("read without identity gave the identity %v, want %#v", read.NewIdentity, identity)
+			}
 
 			after := served(s.p)
 			if want := [4]int64{before[0] + 1, before[1] + 1, before[2], before[3] + 1}; after != want {

@@ -144,23 +144,7 @@ func (r *scriptedResource) Read(ctx context.Context, req resource.ReadRequest, r
 		return
 	}
 	res, _ := r.script.ReadValue(ctx, current)
-	resp.Diagnostics.Append(res.Diagnostics...)
-	switch {
-	case resp.Diagnostics.HasError():
-		return
-	case res.State == cty.NilVal:
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	out, err := tfvalue.FromCty(res.State, resp.State.Raw.Type())
-	if err != nil {
-		resp.Diagnostics.AddError("state", err.Error())
-		return
-	}
-	resp.State.Raw = out
-	for name, v := range res.Identity {
-		resp.Diagnostics.Append(resp.Identity.SetAttribute(ctx, path.Root(name), v)...)
-	}
+	res.Respond(ctx, resp)
 }
 
 func (r *scriptedResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
@@ -278,6 +262,17 @@ func describe(ds []*tfprotov6.Diagnostic) string {
 		out = append(out, d.Severity.String()+" "+d.Summary+": "+d.Detail+at)
 	}
 	return "[" + strings.Join(out, "; ") + "]"
+}
+
+// errorSummaries are the summaries of the errors among ds, joined by "; ".
+func errorSummaries(ds []*tfprotov6.Diagnostic) string {
+	var out []string
+	for _, d := range ds {
+		if d.Severity == tfprotov6.DiagnosticSeverityError {
+			out = append(out, d.Summary)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func differs(ds []*tfprotov6.Diagnostic) string {

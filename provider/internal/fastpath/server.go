@@ -217,23 +217,21 @@ func (s *Server) fastRead(ctx context.Context, req *tfprotov6.ReadResourceReques
 	if !ok {
 		return nil, false
 	}
+	// On an error the framework answers the state and identity it was
+	// given; otherwise, gone or not, the identity Read gives (Respond).
 	state := current
-	switch {
-	case res.Diagnostics.HasError():
-		// The framework answers the state and identity it was given.
-	case res.State == cty.NilVal:
-		state = cty.NullVal(t.value)
-		if fullyNull(identity) {
-			return nil, false // the framework reports the identity missing
-		}
-	default:
-		if !res.State.Type().Equals(t.value) {
+	if !res.Diagnostics.HasError() {
+		switch {
+		case res.State == cty.NilVal:
+			state = cty.NullVal(t.value)
+		case !res.State.Type().Equals(t.value):
 			return nil, false
+		default:
+			state = t.block.reify(res.State)
 		}
-		state = t.block.reify(res.State)
 		next, ok := t.identityWith(identity, res.Identity)
 		if !ok || fullyNull(next) || (!fullyNull(identity) && !identity.RawEquals(next)) {
-			return nil, false // the framework reports the identity's change
+			return nil, false // the framework reports the identity missing or changed
 		}
 		identity = next
 	}

@@ -52,27 +52,38 @@ func TestFastReadAgreesWithTheFramework(t *testing.T) {
 			private  []byte
 			want     cty.Value // the new state, NilVal for null
 			fast     bool
+			// failed is the summary of the error the read fails with, ""
+			// when it succeeds: then with the state's identity.
+			failed string
 		}{
-			{"unchanged", func(v cty.Value) fastpath.ReadResult { return fastpath.ReadResult{State: v, Identity: idAttrs} }, identity, nil, state, true},
+			{"unchanged", func(v cty.Value) fastpath.ReadResult { return fastpath.ReadResult{State: v, Identity: idAttrs} }, identity, nil, state, true, ""},
 			{"drifted", func(v cty.Value) fastpath.ReadResult {
 				return fastpath.ReadResult{State: drifted(v), Identity: idAttrs}
-			}, identity, nil, drifted(state), true},
-			{"first identity", func(v cty.Value) fastpath.ReadResult { return fastpath.ReadResult{State: v, Identity: idAttrs} }, cty.NilVal, nil, state, true},
-			{"gone", func(cty.Value) fastpath.ReadResult { return fastpath.ReadResult{State: cty.NilVal, Identity: idAttrs} }, identity, nil, cty.NilVal, true},
+			}, identity, nil, drifted(state), true, ""},
+			{"first identity", func(v cty.Value) fastpath.ReadResult { return fastpath.ReadResult{State: v, Identity: idAttrs} }, cty.NilVal, nil, state, true, ""},
+			{"gone", func(cty.Value) fastpath.ReadResult { return fastpath.ReadResult{State: cty.NilVal, Identity: idAttrs} }, identity, nil, cty.NilVal, true, ""},
 			{"warned", func(v cty.Value) fastpath.ReadResult {
 				var ds diag.Diagnostics
 				ds.AddAttributeWarning(path.Root("id"), "look", "at this")
 				ds.AddWarning("and", "this")
 				return fastpath.ReadResult{State: v, Identity: idAttrs, Diagnostics: ds}
-			}, identity, nil, state, true},
+			}, identity, nil, state, true, ""},
 			{"failed", func(v cty.Value) fastpath.ReadResult {
 				var ds diag.Diagnostics
 				ds.AddAttributeError(path.Root("id"), "cannot read", "the cluster said no")
 				return fastpath.ReadResult{Diagnostics: ds}
-			}, identity, nil, state, true},
-			{"gone without identity", func(cty.Value) fastpath.ReadResult { return fastpath.ReadResult{State: cty.NilVal} }, cty.NilVal, nil, cty.NilVal, false},
-			{"identity changed", func(v cty.Value) fastpath.ReadResult { return fastpath.ReadResult{State: v, Identity: otherID} }, identity, nil, state, false},
-			{"private data", func(v cty.Value) fastpath.ReadResult { return fastpath.ReadResult{State: v, Identity: idAttrs} }, identity, []byte(`{}`), state, false},
+			}, identity, nil, state, true, "cannot read"},
+			// Deleted out of band, from a state without identity (written
+			// before identities, or by a client that keeps none): removed,
+			// with the identity Read gives, as the provider's Read gives it.
+			{"gone without identity", func(cty.Value) fastpath.ReadResult {
+				return fastpath.ReadResult{State: cty.NilVal, Identity: idAttrs}
+			}, cty.NilVal, nil, cty.NilVal, true, ""},
+			// A Read that gave no identity there would fail every plan: the
+			// framework's error, which the fast path leaves to it.
+			{"gone, no identity anywhere", func(cty.Value) fastpath.ReadResult { return fastpath.ReadResult{State: cty.NilVal} }, cty.NilVal, nil, cty.NilVal, false, "Missing Resource Identity After Read"},
+			{"identity changed", func(v cty.Value) fastpath.ReadResult { return fastpath.ReadResult{State: v, Identity: otherID} }, identity, nil, state, false, "Unexpected Identity Change"},
+			{"private data", func(v cty.Value) fastpath.ReadResult { return fastpath.ReadResult{State: v, Identity: idAttrs} }, identity, []byte(`{}`), state, false, ""},
 		}
 		for _, c := range cases {
 			t.Run(typeName+"/"+c.name, func(t *testing.T) {
@@ -89,15 +100,27 @@ func TestFastReadAgreesWithTheFramework(t *testing.T) {
 				if d := differs(resp.Diagnostics); d != "" {
 					t.Fatalf("check mode found a difference: %s", d)
 				}
+				if got := errorSummaries(resp.Diagnostics); got != c.failed {
+					t.Errorf("errors %q, want %q (diagnostics %s)", got, c.failed, describe(resp.Diagnostics))
+				}
 				if fast := counts.Read.Load() > reads; fast != c.fast {
 					t.Errorf("served on the fast path: %v, want %v (diagnostics %s)", fast, c.fast, describe(resp.Diagnostics))
 				}
 				if n := sc.asked() - asked; n != 1 {
 					t.Errorf("the provider was asked %d times, want once", n)
 				}
+				if c.failed != "" {
+					return
+				}
 				got := undynamic(t, resp.NewState, ty)
 				if c.want == cty.NilVal && !got.IsNull() || c.want != cty.NilVal && !got.RawEquals(c.want) {
 					t.Errorf("new state %#v, want %#v", got, c.want)
+				}
+				if resp.NewIdentity == nil {
+					t.Fatalf("no identity, want %#v", identity)
+				}
+				if got := undynamic(t, resp.NewIdentity.IdentityData, idType); !got.RawEquals(identity) {
+					t.Errorf("identity %#v, want %#v", got, identity)
 				}
 			})
 		}
