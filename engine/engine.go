@@ -333,6 +333,9 @@ func (e *Engine) Wait(ctx context.Context, workloads []*spec.Workload, progress 
 	changed, stop := e.view.Subscribe()
 	defer stop()
 	last := map[string]status.Status{}
+	// ranOn is where each workload last ran, for a Job that finishes
+	// meanwhile (status.Keeping).
+	ranOn := map[string]status.RanOn{}
 	pending := append([]*spec.Workload(nil), workloads...)
 	failed := map[string]status.Status{}
 	for len(pending) > 0 {
@@ -343,7 +346,10 @@ func (e *Engine) Wait(ctx context.Context, workloads []*spec.Workload, progress 
 		var still []*spec.Workload
 		next := time.Time{}
 		for _, w := range pending {
-			st := snap.Diagnose(w)
+			st := snap.Diagnose(w).Keeping(ranOn[w.Address])
+			if st.Device != "" {
+				ranOn[w.Address] = st.RanOn()
+			}
 			if prev, ok := last[w.Address]; progress != nil && (!ok || prev.Reason != st.Reason || prev.Message != st.Message) {
 				progress(w.Address, st)
 			}
@@ -351,6 +357,9 @@ func (e *Engine) Wait(ctx context.Context, workloads []*spec.Workload, progress 
 			switch {
 			case reached(w, st):
 			case st.Reason.Fatal() || time.Now().After(deadlines[w.Address]):
+				if st.Phase == status.Running {
+					st.Message += fmt.Sprintf("; the job did not complete within its timeout (%s): raise timeout, or set wait_for = \"scheduled\" to stop waiting once it runs", w.Timeout)
+				}
 				failed[w.Address] = st
 			default:
 				still = append(still, w)
@@ -391,9 +400,15 @@ func (e *Engine) Wait(ctx context.Context, workloads []*spec.Workload, progress 
 // waitSettle gathers a burst of changes into one diagnosis.
 const waitSettle = 50 * time.Millisecond
 
+// reached reports whether w got where apply waits for it to get: for a
+// Job, ready is complete — its status then stays what apply recorded, so
+// a plan after it finishes is empty (a Job's pods running are not yet
+// where it is going).
 func reached(w *spec.Workload, st status.Status) bool {
 	switch {
-	case st.Phase == status.Running || st.Phase == status.Succeeded:
+	case st.Phase == status.Succeeded:
+		return true
+	case st.Phase == status.Running && w.Kind != spec.KindJob:
 		return true
 	case w.WaitFor == spec.WaitScheduled:
 		return st.Scheduled >= st.Replicas && st.Device != ""

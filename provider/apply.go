@@ -19,6 +19,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine/apply"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/engine/status"
 	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 )
 
@@ -99,10 +100,11 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 		return
 	}
 	var waitErr error
+	var waited map[string]status.Status
 	if wait := engine.Changed(spec.StackOf(target), p); len(wait) > 0 {
-		_, waitErr = e.Wait(ctx, wait, nil)
+		waited, waitErr = e.Wait(ctx, wait, nil)
 	}
-	out, err := tfvalue.FromCty(r.stateValue(ctx, e, planned, target, diags), state.Raw.Type())
+	out, err := tfvalue.FromCty(r.stateValue(ctx, e, planned, target, waited[target.Addr()].RanOn(), diags), state.Raw.Type())
 	if err != nil {
 		diags.AddError("Cannot record the state", err.Error())
 		return
@@ -117,14 +119,14 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 // stateValue is the state to record: value's arguments with the computed
 // attributes of the applied target, those known at plan and the status the
 // cluster reports.
-func (r *gpusliceResource) stateValue(ctx context.Context, e *engine.Engine, value cty.Value, target spec.Resource, diags *diag.Diagnostics) cty.Value {
+func (r *gpusliceResource) stateValue(ctx context.Context, e *engine.Engine, value cty.Value, target spec.Resource, ranOn status.RanOn, diags *diag.Diagnostics) cty.Value {
 	computed := target.PlannedAttributes()
 	st, ok, err := e.ResourceStatus(ctx, target)
 	if err != nil {
 		diags.AddWarning("Cannot read the status", err.Error())
 	}
 	if ok {
-		for k, v := range st.Attributes() {
+		for k, v := range st.Keeping(ranOn).Attributes() {
 			computed[k] = cty.StringVal(v)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine/config"
 	engineschema "github.com/gpuslice/gpuslice/engine/schema"
 	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/engine/status"
 	"github.com/gpuslice/gpuslice/provider/internal/fastpath"
 	"github.com/gpuslice/gpuslice/provider/internal/tfvalue"
 )
@@ -95,7 +96,7 @@ func (r *gpusliceResource) readValue(ctx context.Context, current cty.Value, dia
 	}
 	engine.ResolveResource(live, r.data.tables.GPUModels)
 	live.SetAddr(engine.ResourceAddress(r.def.Type, id))
-	return r.stateValue(ctx, e, value, live, diags), id
+	return r.stateValue(ctx, e, value, live, recordedRanOn(current), diags), id
 }
 
 // sameJSON reports whether two specs encode alike: then their arguments
@@ -112,4 +113,21 @@ func sameJSON(a, b spec.Resource) bool {
 func sameSpec(def engineschema.Resource, prior spec.Resource, liveArgs cty.Value) bool {
 	priorArgs, err := specArguments(def, prior)
 	return err == nil && priorArgs.RawEquals(liveArgs)
+}
+
+// recordedRanOn is where the state says a workload's first replica ran,
+// for a Job that has finished since (status.Keeping); zero for the other
+// resource types.
+func recordedRanOn(state cty.Value) status.RanOn {
+	get := func(name string) string {
+		if !state.Type().HasAttribute(name) {
+			return ""
+		}
+		v := state.GetAttr(name)
+		if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
+			return ""
+		}
+		return v.AsString()
+	}
+	return status.RanOn{Claim: get("claim"), Node: get("node"), Device: get("device")}
 }

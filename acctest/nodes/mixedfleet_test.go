@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,17 +27,15 @@ import (
 // fleetOverride is an OpenTofu override file replacing each workload's
 // container block with the slice-check image (the real nodes pull only the
 // images of internal/images, not Ollama's or PyTorch's) printing what the
-// container sees and staying up, with requests two CPUs per node can hold.
-// Packages, quotas, kinds, replicas, models and volumes stay as the example
-// has them. Apply waits for the services to be ready (the example's
-// wait_for); for the evals Job, whose containers here never complete, it
-// waits for scheduling: a completed Job's pods hold no device, so its
-// device attribute (and the example's devices output) would empty after
-// apply and the second plan would show that.
+// container sees, with requests two CPUs per node can hold. The services
+// stay up; the evals Job runs slice-check once and completes, as a real
+// evaluation does. Packages, quotas, kinds, replicas, models, volumes and
+// wait_for stay as the example has them: apply waits for the services to
+// be ready and for the Job to complete.
 func fleetOverride() string {
 	var b strings.Builder
 	for _, w := range []struct{ name, script, more string }{
-		{"chat", showMIG, ""}, {"chat_staging", showSlice, ""}, {"research", showMIG, ""}, {"evals", showSlice, "\n  wait_for = \"scheduled\""},
+		{"chat", showMIG, ""}, {"chat_staging", showSlice, ""}, {"research", showMIG, ""}, {"evals", strings.Replace(showSlice, "exec slice-check --sleep", "exec slice-check", 1), ""},
 	} {
 		fmt.Fprintf(&b, `resource "gpuslice_workload" %q {%s
   container {
@@ -101,6 +100,14 @@ func TestMixedFleetWithOpenTofu(t *testing.T) {
 	if out, code := run("apply", "-auto-approve", "-input=false", "-no-color"); code != 0 || !strings.Contains(out, "Apply complete! Resources: 10 added") {
 		t.Fatalf("tofu apply: exit %d\n%s", code, out)
 	}
+	// Apply waited for the evals Job to complete.
+	evals, err := client.BatchV1().Jobs("team-research").Get(ctx, "evals", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !jobComplete(evals) {
+		t.Errorf("Job team-research/evals after apply: %+v, want complete", evals.Status)
+	}
 
 	node := func(pod *corev1.Pod) *realnode.Node {
 		t.Helper()
@@ -148,7 +155,8 @@ func TestMixedFleetWithOpenTofu(t *testing.T) {
 		ns, selector string
 		pods         int
 		memoryMiB    int
-	}{{"team-chat", "app.kubernetes.io/name=chat-staging", 1, 8192}, {"team-research", "job-name=evals", 2, 16384}} {
+		finished     bool
+	}{{"team-chat", "app.kubernetes.io/name=chat-staging", 1, 8192, false}, {"team-research", "job-name=evals", 2, 16384, true}} {
 		for _, pod := range podsOf(t, env, w.ns, w.selector, w.pods) {
 			logs := logsWith(t, env, &pod, "", "slice-check: the slice held")
 			t.Logf("%s/%s:\n%s", w.ns, pod.Name, logs)
@@ -164,12 +172,18 @@ func TestMixedFleetWithOpenTofu(t *testing.T) {
 			if n := node(&pod); n.Name == "fleet-a100" {
 				t.Errorf("%s runs on the A100 node", pod.Name)
 			}
+			if w.finished {
+				// Its claim is released with it: the cluster no longer
+				// says which device it ran on.
+				claimGone(t, env, &pod)
+				continue
+			}
 			claims = append(claims, prepared{node(&pod), claimUID(t, env, &pod)})
 		}
 	}
 
 	// The outputs say which isolation holds each package, and name each
-	// workload's device.
+	// workload's device: the finished Job's, the one it ran on.
 	out, _ := run("output", "-json", "slices")
 	var sl map[string]string
 	if err := json.Unmarshal([]byte(out), &sl); err != nil {
@@ -196,6 +210,8 @@ func TestMixedFleetWithOpenTofu(t *testing.T) {
 		}
 	}
 
+	// With the Job finished and its claims gone, nothing to change: no
+	// attribute or output moved.
 	if out, code := run("plan", "-detailed-exitcode", "-input=false", "-no-color"); code != 0 {
 		t.Fatalf("second plan: exit %d (want 0: no changes)\n%s", code, out)
 	}
@@ -226,4 +242,30 @@ func TestMixedFleetWithOpenTofu(t *testing.T) {
 			return len(pods.Items) == 0 && len(claims.Items) == 0, fmt.Sprintf("%d pods, %d claims", len(pods.Items), len(claims.Items))
 		})
 	}
+}
+
+func jobComplete(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// claimGone waits until the claim a finished pod had is deleted.
+func claimGone(t *testing.T, env *realnodetest.Env, pod *corev1.Pod) {
+	t.Helper()
+	p, err := env.Cluster.Client().CoreV1().Pods(pod.Namespace).Get(context.Background(), pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Status.ResourceClaimStatuses) == 0 || p.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+		t.Fatalf("pod %s names no claim: %+v", pod.Name, p.Status.ResourceClaimStatuses)
+	}
+	name := *p.Status.ResourceClaimStatuses[0].ResourceClaimName
+	realnodetest.Eventually(t, time.Minute, "deletion of claim "+name+" of finished pod "+pod.Name, func() (bool, string) {
+		_, err := env.Cluster.Client().ResourceV1().ResourceClaims(pod.Namespace).Get(context.Background(), name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), errString(err)
+	})
 }
