@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 
-from plugin_files import Observer
+from plugin_files import Observer, read_observation
 
 PERIOD_S = 0.2  # enforce.Period
 DYING_NS = 5 * 10**9  # enforce's dying
@@ -217,7 +217,8 @@ def replay(scenario):
     """The decisions for a scenario: {"gpus": [uuid], "claims": [{uid, pods,
     gpus, limits_file}], "pods": {pid: pod}, "samples": [{"processes": {uuid:
     [[pid, used]]}, "unreadable": [uuid], "gone": [pid]}]}. A stopped process
-    leaves NVML's list until the scenario lists it again."""
+    leaves NVML's list until the scenario lists it again. Per sample: the
+    kills, and each claim's (observed_used, observed_seq) in its limits file."""
     pods = {int(k): v for k, v in scenario["pods"].items()}
     listed = {}
     state = {}
@@ -240,8 +241,9 @@ def replay(scenario):
         listed.update(s["processes"])
         state["unreadable"], state["gone"] = s.get("unreadable", []), s.get("gone", [])
         kills = e.sample()
-        out.append([{"claim": k["claim"], "gpu": k["gpu"], "pid": k["pid"], "claimUsed": k["claimUsed"],
-                     "limit": k["limit"], "gone": bool(k["error"])} for k in kills])
+        out.append({"kills": [{"claim": k["claim"], "gpu": k["gpu"], "pid": k["pid"], "used": k["used"], "grew": k["grew"],
+                               "claimUsed": k["claimUsed"], "limit": k["limit"], "gone": bool(k["error"])} for k in kills],
+                    "observed": {c["uid"]: list(read_observation(c["limits_file"])) for c in scenario["claims"]}})
     e.close()
     return out
 

@@ -206,7 +206,7 @@ def read_gpu(nv, index):
     check("minor number", nv.ret("nvmlDeviceGetMinorNumber", h, ctypes.byref(m)))
     g["minor"] = m.value
     if errs:
-        return g, "; ".join(errs)
+        return g, "\n".join(errs)  # as errors.Join
     if g["memoryBytes"] == 0:
         return g, "NVML reports 0 bytes of memory"
     try:
@@ -226,7 +226,7 @@ def discover(nv):
     for i in range(nv.count()):
         g, err = read_gpu(nv, i)
         if err:
-            out["skipped"].append({"index": i, "uuid": g["uuid"], "reason": err})
+            out["skipped"].append({"Index": i, "UUID": g["uuid"], "Reason": err})
             continue
         g["driverVersion"], g["cudaDriverVersion"] = driver, cuda
         out["gpus"].append(g)
