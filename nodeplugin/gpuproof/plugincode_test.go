@@ -20,10 +20,12 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
+	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
 	"github.com/gpuslice/gpuslice/nodeplugin/discovery"
 	"github.com/gpuslice/gpuslice/nodeplugin/enforce"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim"
 	"github.com/gpuslice/gpuslice/nodeplugin/shim/accounting"
+	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
 )
 
 // python runs one of the proof's Python files with env added and returns
@@ -341,5 +343,75 @@ func TestEnforcerMatchesNodePlugin(t *testing.T) {
 	}
 	if kills < 6 {
 		t.Errorf("the scenario made %d kills: it no longer exercises the enforcer", kills)
+	}
+}
+
+// The containers gpu-proof runs its programs in have the environment and
+// mounts (paths and options, in order) of the CDI spec the node plugin
+// writes for the same claim: a slice or any-size share (the shim through
+// /etc/ld.so.preload, the accounting directory read-write, the limits file
+// read-only on top), a time-sliced claim (none of it) and a MIG instance,
+// on a simulated GPU. The device nodes and driver files, which the proof
+// takes from the host as they are, are left out.
+func TestContainerMatchesCDISpec(t *testing.T) {
+	prerequisites(t, "python3")
+	const uuid, migUUID = "GPU-5f0c0dd8-6c5e-4c0e-9b6e-0000000000a1", "MIG-5f0c0dd8-0000-4000-8000-000000000001"
+	proc := t.TempDir()
+	if err := simulate.WriteProcFiles(proc, 1); err != nil {
+		t.Fatal(err)
+	}
+	host := cdispec.Host{ShimLibrary: "/host/shim/libgpuslice.so.1", PreloadFile: "/host/shim/ld.so.preload",
+		Devices: cdispec.Devices{Simulated: true, ProcDir: proc}}
+	gpu := cdispec.GPU{UUID: uuid, Model: "NVIDIA A100-SXM4-40GB", ComputeCapability: "8.0", SimulatedState: "/host/state/gpu0"}
+	mig := &cdispec.MIG{UUID: migUUID, Profile: "1g.5gb", MemoryBytes: 5100273664, GPUInstance: 1}
+	for _, c := range []struct {
+		name  string
+		slice cdispec.Slice
+		args  []string
+	}{
+		{"a 25 % slice", cdispec.Slice{GPUs: []cdispec.GPU{gpu}, MemoryBytes: 8 << 30, Fraction: 25, AccountingDir: "/host/claims/a"},
+			[]string{"limited", "--limit", "8589934592", "--share", "25", "--accounting", "/host/claims/a"}},
+		{"an any-size share", cdispec.Slice{GPUs: []cdispec.GPU{gpu}, MemoryBytes: 3<<30 + 512<<20, Fraction: 30, AccountingDir: "/host/claims/b"},
+			[]string{"limited", "--limit", "3758096384", "--share", "30", "--accounting", "/host/claims/b"}},
+		{"a time-sliced claim", cdispec.Slice{GPUs: []cdispec.GPU{gpu}, Unlimited: true}, []string{"time-sliced"}},
+		{"a MIG instance", cdispec.Slice{GPUs: []cdispec.GPU{gpu}, MIG: mig}, []string{"mig", "--mig",
+			`{"uuid": "` + migUUID + `", "profile": "1g.5gb", "memory": 5100273664, "simulated": true, "gpuName": "NVIDIA A100-SXM4-40GB", "computeCapability": "8.0"}`}},
+	} {
+		c.slice.ClaimUID = "claim"
+		spec, err := cdispec.Build(c.slice, host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := spec.Devices[0].ContainerEdits
+		args := append([]string{"container.py", "spec"}, c.args...)
+		args = append(args, "--uuid", uuid, "--shim", host.ShimLibrary, "--preload", host.PreloadFile)
+		if c.slice.MIG == nil {
+			args = append(args, "--sim-state", gpu.SimulatedState)
+		}
+		var got struct {
+			Env    []string `json:"env"`
+			Mounts []struct {
+				HostPath      string   `json:"hostPath"`
+				ContainerPath string   `json:"containerPath"`
+				Options       []string `json:"options"`
+			} `json:"mounts"`
+		}
+		if err := json.Unmarshal(python(t, nil, nil, args...), &got); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Env, want.Env) {
+			t.Errorf("%s: gpu-proof's environment %q, the CDI spec's %q", c.name, got.Env, want.Env)
+		}
+		var wantMounts []string
+		for _, m := range want.Mounts {
+			wantMounts = append(wantMounts, m.HostPath+" "+m.ContainerPath+" "+strings.Join(m.Options, ","))
+		}
+		var gotMounts []string
+		for _, m := range got.Mounts {
+			gotMounts = append(gotMounts, m.HostPath+" "+m.ContainerPath+" "+strings.Join(m.Options, ","))
+		}
+		if !slices.Equal(gotMounts, wantMounts) {
+			t.Errorf("%s: gpu-proof's mounts\n%s\nthe CDI spec's\n%s", c.name, strings.Join(gotMounts, "\n"), strings.Join(wantMounts, "\n"))
+		}
 	}
 }
