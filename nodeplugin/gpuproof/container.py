@@ -75,15 +75,22 @@ def spec(kind, uuid, shim="", preload="", accounting="", limit=0, share=0, sim_s
 
 def mount_points(s):
     """The container paths of a spec's mounts that do not exist on this
-    machine: a container runtime makes them in the container's root file
-    system; here they are made on the host's (an empty file or directory),
-    and removed by the harness afterwards, children first."""
-    out = []
+    machine, parents first, as (path, is a directory): a container runtime
+    makes them in the container's root file system; here they are made on
+    the host's (empty), and removed by the harness afterwards. A mount
+    inside an earlier one's (the limits file in the accounting directory)
+    has its point there."""
+    out, seen, mounted = [], set(), []
     for m in s["mounts"]:
-        parts = m["containerPath"].strip("/").split("/")
+        dst = m["containerPath"]
+        if any(dst.startswith(d + "/") for d in mounted):
+            continue
+        mounted.append(dst)
+        parts = dst.strip("/").split("/")
         for i in range(1, len(parts) + 1):
             p = "/" + "/".join(parts[:i])
-            if not os.path.lexists(p):
+            if p not in seen and not os.path.lexists(p):
+                seen.add(p)
                 out.append((p, i < len(parts) or os.path.isdir(m["hostPath"])))
     return out
 

@@ -11,6 +11,9 @@ plugin's own: TestDiscoveryMatchesNodePlugin runs both on the simulated GPU
 and compares every field.
 
   nvml.py discover     the discovered GPUs and those passed over, as JSON
+  nvml.py gpu          GPU 0: name, UUID, driver and CUDA versions, memory
+                       (v1, and v2 with the driver's reserve), MIG mode and
+                       instances, compute processes, utilisation, as JSON
 """
 import ctypes
 import json
@@ -233,13 +236,37 @@ def discover(nv):
     return out
 
 
+def gpu(nv, index=0):
+    """What the proof reports of one GPU, and checks before it measures."""
+    h = nv.handle(index)
+    _, name = nv.string("nvmlDeviceGetName", h)
+    _, uuid = nv.string("nvmlDeviceGetUUID", h)
+    r, mem = nv.memory(h)
+    v2 = nv.memory_v2(h)
+    mode = nv.mig_mode(h)
+    if mode is None:
+        mig = "not supported"
+    else:
+        mig = "enabled" if mode[0] == DEVICE_MIG_ENABLE else "disabled"
+        if mode[0] != mode[1]:
+            mig += " (pending %s)" % ("enabled" if mode[1] == DEVICE_MIG_ENABLE else "disabled")
+    migs = nv.mig_devices(h) if mode and mode[0] == DEVICE_MIG_ENABLE else []
+    return {"index": index, "name": name, "uuid": uuid, "driverVersion": nv.driver_version(),
+            "cudaDriverVersion": nv.cuda_version(), "memoryBytes": mem.total if r == SUCCESS else 0,
+            "memoryV2": {"total": v2[0], "reserved": v2[1]} if v2 else None, "migMode": mig,
+            "migDevices": [{"uuid": u, "name": n, "memoryBytes": m} for u, n, m in migs],
+            "processes": [{"pid": p, "usedBytes": u} for p, u in nv.processes(h)],
+            "utilization": nv.utilization(h)}
+
+
 def main():
-    if sys.argv[1:] != ["discover"]:
+    cmds = {"discover": discover, "gpu": gpu}
+    if len(sys.argv) != 2 or sys.argv[1] not in cmds:
         print(__doc__, file=sys.stderr)
         return 2
     try:
         nv = NVML()
-        json.dump(discover(nv), sys.stdout, indent=2)
+        json.dump(cmds[sys.argv[1]](nv), sys.stdout, indent=2)
         print()
         nv.shutdown()
     except NVMLError as e:
