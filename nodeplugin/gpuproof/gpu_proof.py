@@ -55,194 +55,19 @@ import time
 
 import container
 import plugin_files
+import production
+from harness import MiB, Child, ClaimEnv, Failed, Report, in_claim, json_out, kv, last_json, mib
 from plugin_files import L
 
-MiB = 1 << 20
-GiB = 1 << 30
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SHIM_SRC = os.path.join(REPO, "nodeplugin", "shim")
-PARTS = ["view", "memory", "compute", "overhead", "discovery", "bypass", "enforcer"]
+PARTS = ["view", "memory", "production", "any-size", "time-sliced", "compute", "overhead", "discovery", "bypass", "enforcer",
+         "mig"]
 # The share a paced loop must reach, give or take (percentage points); the
 # shim's own tests hold four simulated tenants to the same.
 SHARE_TOLERANCE_PP = 5.0
 CHUNK_MIB = 256
-
-
-class Failed(Exception):
-    """A step that could not produce its figures; the check fails with it."""
-
-
-def mib(n):
-    return "%d MiB" % (n // MiB)
-
-
-def kv(line):
-    """The key=value fields of a line (name= takes the rest of the line)."""
-    out = {}
-    rest = line
-    if " name=" in rest:
-        rest, name = rest.split(" name=", 1)
-        out["name"] = name
-    for tok in rest.split():
-        if "=" in tok:
-            k, v = tok.split("=", 1)
-            out[k] = v
-    return out
-
-
-def json_out(text):
-    """The JSON document a program printed, after any lines it logged first."""
-    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
-    if not starts:
-        raise ValueError("no JSON in: " + text.strip()[-300:])
-    return json.loads(text[min(starts):])
-
-
-def last_json(text):
-    """The last JSON line of a program's output (warnings may come after)."""
-    for line in reversed(text.strip().splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    raise ValueError("no JSON line in: " + text.strip()[-300:])
-
-
-class Report:
-    def __init__(self, stream):
-        self.stream = stream
-        self.lines = []
-        self.counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
-        self.tag = ""  # the GPU, driver and CUDA version every figure was measured on
-
-    def out(self, text=""):
-        for line in text.split("\n"):
-            self.lines.append(line)
-            print(line, file=self.stream, flush=True)
-
-    def section(self, title):
-        self.out("")
-        self.out("== " + title)
-
-    def sub(self, title):
-        self.out("-- " + title)
-
-    def check(self, ok, name, detail=""):
-        status = "PASS" if ok else "FAIL"
-        self.counts[status] += 1
-        self.out("%s  %s%s%s" % (status, name, ": " + detail if detail else "", " [%s]" % self.tag if self.tag else ""))
-        return ok
-
-    def fail(self, name, detail):
-        return self.check(False, name, detail)
-
-    def skip(self, name, why):
-        self.counts["SKIP"] += 1
-        self.out("SKIP  %s: skipped: %s" % (name, why))
-
-    def info(self, text):
-        self.out("      " + text.replace("\n", "\n      "))
-
-    def text(self):
-        return "\n".join(self.lines) + "\n"
-
-
-class ClaimEnv(dict):
-    """The environment of a process of a claim, with the claim: its host
-    accounting directory and, on the production path, the spec of its
-    container (container.py), which the process is started in."""
-
-    def __init__(self, env, directory, spec_file=None):
-        super().__init__(env)
-        self.dir = directory
-        self.spec_file = spec_file
-
-
-def in_claim(argv, env):
-    """argv as started for env: in the claim's container when it has one."""
-    if isinstance(env, ClaimEnv) and env.spec_file:
-        return [sys.executable, os.path.join(HERE, "container.py"), "run", env.spec_file, "--"] + list(argv)
-    return list(argv)
-
-
-class Child:
-    """A program whose lines are read as they come, for the protocols that
-    need one process to wait on another (and kill -9 it)."""
-
-    live = []
-
-    def __init__(self, argv, env, name):
-        self.name = name
-        self.out = []
-        self.q = queue.Queue()
-        self.p = subprocess.Popen(in_claim(argv, env), env=dict(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True)
-        Child.live.append(self)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.p.stdout:
-            self.q.put(line.rstrip("\n"))
-        self.q.put(None)
-
-    def expect(self, prefix, timeout):
-        """The next line starting with prefix (a JSON line counts as its event)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise Failed("%s printed no %r within %.0f s; its output: %s" % (self.name, prefix, timeout, self.tail()))
-            try:
-                line = self.q.get(timeout=left)
-            except queue.Empty:
-                continue
-            if line is None:
-                self.p.wait()
-                raise Failed("%s exited (status %s) before printing %r; its output: %s"
-                             % (self.name, self.p.returncode, prefix, self.tail()))
-            self.out.append(line)
-            if line.startswith(prefix):
-                return line
-            if line.startswith("{"):
-                try:
-                    ev = json.loads(line)
-                except ValueError:
-                    continue
-                if ev.get("event") == prefix:
-                    return ev
-
-    def send(self, line):
-        try:
-            self.p.stdin.write(line + "\n")
-            self.p.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass
-
-    def tail(self):
-        return " | ".join(self.out[-6:]) or "(nothing)"
-
-    def kill9(self):
-        if self.p.poll() is None:
-            os.kill(self.p.pid, signal.SIGKILL)
-        self.p.wait()
-
-    def close(self, timeout=30):
-        if self.p.poll() is None:
-            try:
-                self.p.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill9()
-        if self in Child.live:
-            Child.live.remove(self)
-
-    @classmethod
-    def stop_all(cls):
-        for c in list(cls.live):
-            c.kill9()
-            cls.live.remove(c)
 
 
 class Proof:
@@ -261,6 +86,7 @@ class Proof:
         self.not_production = ""  # why not
         self.made = []  # mount points made on this machine, removed at the end
         self.gpu = {}  # nvml.py gpu: name, versions, MIG mode, processes
+        self.preload_file = ""
         self.card = {}
         self.discovered = None
         self.discover_error = ""
@@ -287,7 +113,7 @@ class Proof:
             self.nclaims += 1
             self.fake_state = os.path.join(self.claims, "fakegpu-%d" % self.nclaims)
 
-    def claim(self, limit, share, kind="limited", **extra):
+    def claim(self, limit, share, kind="limited", mig=None, **extra):
         """The environment of a process in a new claim, prepared as the node
         plugin prepares it: the limits file and region written as prepare.go
         writes them (plugin_files.py), and on the production path a container
@@ -303,15 +129,18 @@ class Proof:
         else:
             os.makedirs(d)
         env = self.base_env()
+        if kind == "mig":
+            env.pop("FAKEGPU_STATE", None)  # a MIG instance's memory is its own
         spec_file = None
+        spec = container.spec(kind, self.uuid, self.shim_lib, self.preload_file, d, limit, share, mig=mig)
         if self.production:
-            spec = container.spec(kind, self.uuid, self.shim_lib, self.preload_file, d, limit, share)
             spec_file = os.path.join(d, "container.json")
             with open(spec_file, "w") as f:
                 json.dump(spec, f)
-        elif kind == "limited":
-            env.update({"GPUSLICE_MEMORY_LIMIT": str(limit), "GPUSLICE_COMPUTE_SHARE": str(share),
-                        "GPUSLICE_ACCOUNTING_DIR": d, "LD_PRELOAD": self.shim_lib})
+        else:
+            env.update(e.split("=", 1) for e in spec["env"])
+            if kind == "limited":
+                env.update({"GPUSLICE_ACCOUNTING_DIR": d, "LD_PRELOAD": self.shim_lib})
         env.update({k: str(v) for k, v in extra.items()})
         return ClaimEnv(env, d, spec_file)
 
@@ -743,7 +572,7 @@ class Proof:
             A.kill9()
             rc3 = alloc(a_mib)
             reg = self.region(env)
-            r.check(rc3 == "CUDA_SUCCESS" and reg and reg["high"] <= limit,
+            r.check(rc3 == "CUDA_SUCCESS" and reg and reg["high"] <= limit and reg["reclaimed"] >= a_mib * MiB,
                     "kill -9 of a process mid-allocation frees its share (%s)" % stack,
                     "after kill -9 of A, B asking %d MiB: %s; %s reclaimed; region high-water %s of %s"
                     % (a_mib, rc3, mib(reg["reclaimed"]) if reg else "?", mib(reg["high"]) if reg else "?", mib(limit)))
@@ -764,6 +593,7 @@ class Proof:
         secs = self.a.compute_seconds
         shares = sorted(set(self.a.slices)) + [100]
         self.fresh_gpu()
+        production.idle(self)
         r.sub("a spin kernel (500 us, batches of 20, synchronised), driver API, %g s each" % secs)
         self.share_loop(lambda: self.cuda("spin", secs, 500, 20), lambda o: kv(next(
             l for l in o.splitlines() if l.startswith("spin ")))["kernels"], shares, "kernels")
@@ -773,7 +603,7 @@ class Proof:
             self.share_loop(lambda: self.py("torch-matmul", "--seconds", secs),
                             lambda o: last_json(o)["iterations"], shares, "matmuls")
 
-    def share_loop(self, argv, count, shares, unit):
+    def share_loop(self, argv, count, shares, unit, limit=None):
         r = self.r
         secs = self.a.compute_seconds
 
@@ -791,11 +621,10 @@ class Proof:
         except Failed as e:
             r.fail("the loop without the shim", str(e))
             return
-        r.info("without the shim: %.1f %s/s" % (bare, unit))
+        r.info("without the shim: %.1f %s/s [%s]" % (bare, unit, r.tag))
         for s in shares:
-            limit = self.total * s // 100
             try:
-                rate = measure(self.claim(limit, s))
+                rate = measure(self.claim(limit or self.total * s // 100, s))
             except Failed as e:
                 r.fail("the loop at %d %%" % s, str(e))
                 continue
@@ -973,8 +802,8 @@ class Proof:
             enf.p.stdin.close()
             done = enf.expect("done", self.left(30))
             if done:
-                r.info("enforcer: %d samples, %.0f µs each on average, %.0f µs at most"
-                       % (done["samples"], done["sampleMeanNs"] / 1e3, done["sampleMaxNs"] / 1e3))
+                r.info("enforcer: %d samples, %.0f µs each on average, %.0f µs at most [%s]"
+                       % (done["samples"], done["sampleMeanNs"] / 1e3, done["sampleMaxNs"] / 1e3, r.tag))
         except (Failed, ValueError, KeyError, subprocess.TimeoutExpired) as e:
             r.fail(name, str(e))
         finally:
@@ -990,6 +819,15 @@ class Proof:
         if self.real:
             self.python_modules()
         self.header()
+        if self.real and self.gpu["migMode"].startswith("enabled"):
+            # CUDA sees only its MIG instances: the plugin offers nothing else
+            # on such a GPU, and nothing of the shim is proved on it
+            self.r.section("The GPU is in MIG mode: only discovery and MIG are proved")
+            for part in self.a.parts:
+                if part not in ("discovery", "mig"):
+                    self.r.skip(part, "the GPU is in MIG mode: the node plugin offers only its MIG instances "
+                                      "(turn MIG mode off to prove the slices: nvidia-smi -i 0 -mig 0)")
+            self.a.parts = [x for x in self.a.parts if x in ("discovery", "mig")]
         for f in self.a.slices:
             if not ({"view", "memory"} & set(self.a.parts)):
                 break
@@ -999,9 +837,13 @@ class Proof:
                 self.step("view", lambda: self.view(f, limit))
             if "memory" in self.a.parts:
                 self.step("memory limit", lambda: self.memory(f, limit))
-        for part in ("compute", "overhead", "discovery", "bypass", "enforcer"):
+        parts = {"production": lambda: production.production_path(self), "any-size": lambda: production.any_size(self),
+                 "time-sliced": lambda: production.time_sliced(self), "compute": self.compute, "overhead": self.overhead,
+                 "discovery": self.discovery, "bypass": self.bypass, "enforcer": self.enforcer,
+                 "mig": lambda: production.mig(self)}
+        for part, fn in parts.items():
             if part in self.a.parts:
-                self.step(part, getattr(self, part))
+                self.step(part, fn)
 
     def step(self, name, fn):
         try:
