@@ -2,10 +2,13 @@
 """make gpu-proof: the node half of gpuslice checked on a real NVIDIA GPU, in
 one command and a few minutes, with no Kubernetes and no Go.
 
-It builds libgpuslice.so, slice-check and gpuproof-cuda with gcc, then runs
-programs as a claim's container runs them (the shim preloaded, the slice's
-limits in GPUSLICE_*, a fresh accounting directory per claim), with the
-slice set to 25 % and 50 % of the card, and reports:
+It builds libgpuslice.so, slice-check and gpuproof-cuda with gcc, prepares
+each claim as the node plugin prepares it (plugin_files.py) and, as root,
+runs the claim's programs in a container made as its CDI spec makes it
+(container.py): a private mount namespace with the shim loaded by a
+bind-mounted /etc/ld.so.preload and the limits read-only at
+/run/gpuslice/gpuslice.limits. Not as root it says so, and preloads the
+shim with LD_PRELOAD instead. It reports:
 
   View          slice-check, nvidia-smi, NVML (C and nvidia-ml-py),
                 torch.cuda.mem_get_info() and CuPy report the slice
@@ -14,35 +17,40 @@ slice set to 25 % and 50 % of the card, and reports:
                 expandable segments, with cudaMallocAsync; CuPy; cuBLAS's
                 workspace) allocates up to the slice and is refused past it;
                 two processes share one budget; kill -9 frees a share
-  Compute share kernel loops (a spin kernel, a PyTorch matmul) at the share
-                against the same loop without the shim, measured in this run
+  Production    the shim through /etc/ld.so.preload; the limits file a
+                tenant cannot write, replace, remove or override (production.py)
+  Any-size      a consumed-capacity share: view, limit, compute share
+  Time-sliced   a pair: the whole GPU, each other's memory, no shim
+  Compute share the GPU checked idle, then kernel loops (a spin kernel, a
+                PyTorch matmul) at the share against the same loop without
+                the shim, measured in this run
   Overhead      per-call cost of the shim on cuMemAlloc+cuMemFree and a launch
-  Discovery     the node plugin's discovery through NVML and the
-                ResourceSlices it would publish (gpuproof-nvml, built with Go
-                elsewhere: make gpu-proof-bin)
-  Bypass        a process started without the shim shows up in the plugin's
-                NVML accounting as unattributed memory
-  Enforcer      the node plugin's enforcer (gpuproof-nvml enforce) over a claim
-                whose processes this harness names: a process of the claim
-                without the shim that takes it past its limit is stopped
-                (SIGKILL), the claim's process with the shim is untouched, the
+  Discovery     the node plugin's discovery through NVML (nvml.py)
+  Bypass        a process started without the shim is listed by NVML
+  Enforcer      the node plugin's enforcer (enforcer.py) over a claim whose
+                processes this harness names: a process of the claim without
+                the shim that takes it past its limit is stopped (SIGKILL),
+                the claim's process with the shim is untouched, the
                 observation reaches the claim's limits file, and a process
                 with the shim filling its slice is never stopped
+  MIG           MIG mode; on a GPU in MIG mode, a MIG claim on an instance
 
-Without a GPU it runs the same checks against the simulated driver of
-nodeplugin/shim/fake (what make test does); the parts that need a real GPU
-and Python's GPU stack are then reported as "skipped: no GPU". With a GPU,
-every part is required: a missing module is a failure.
+Every verdict names the GPU, driver and CUDA version. Without a GPU it runs
+the same checks against the simulated driver of nodeplugin/shim/fake (what
+make test does); the parts that need a real GPU and Python's GPU stack are
+then reported as "skipped: no GPU". With a GPU, every part is required: a
+missing module is a failure.
 
 Exit status: 0 when every check passed, 1 when one failed, 2 on bad usage.
-Nothing on the machine is changed: no GPU setting, no file outside --work.
+No GPU setting is changed and no file outside --work written, but for the
+mount points a claim's container needs where this machine lacks them
+(removed at the end); the mounts are in the containers' namespaces only.
 """
 import argparse
 import datetime
 import json
 import os
 import platform
-import queue
 import re
 import shutil
 import signal
@@ -50,7 +58,6 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 
 import container
