@@ -891,8 +891,9 @@ def main():
     try:
         proof.run_all()
         c = report.counts
-        report.section("Summary: %d passed, %d failed, %d skipped in %.0f s on the %s driver"
-                       % (c["PASS"], c["FAIL"], c["SKIP"], time.monotonic() - proof.t0, "REAL" if proof.real else "SIMULATED"))
+        report.section("Summary: %d passed, %d failed, %d skipped in %.0f s on the %s driver%s"
+                       % (c["PASS"], c["FAIL"], c["SKIP"], time.monotonic() - proof.t0, "REAL" if proof.real else "SIMULATED",
+                          "" if proof.production else "; NOT the production path: " + proof.not_production))
         code = 1 if c["FAIL"] else 0
     finally:
         Child.stop_all()
