@@ -2,10 +2,13 @@
 """make gpu-proof: the node half of gpuslice checked on a real NVIDIA GPU, in
 one command and a few minutes, with no Kubernetes and no Go.
 
-It builds libgpuslice.so, slice-check and gpuproof-cuda with gcc, then runs
-programs as a claim's container runs them (the shim preloaded, the slice's
-limits in GPUSLICE_*, a fresh accounting directory per claim), with the
-slice set to 25 % and 50 % of the card, and reports:
+It builds libgpuslice.so, slice-check and gpuproof-cuda with gcc, prepares
+each claim as the node plugin prepares it (plugin_files.py) and, as root,
+runs the claim's programs in a container made as its CDI spec makes it
+(container.py): a private mount namespace with the shim loaded by a
+bind-mounted /etc/ld.so.preload and the limits read-only at
+/run/gpuslice/gpuslice.limits. Not as root it says so, and preloads the
+shim with LD_PRELOAD instead. It reports:
 
   View          slice-check, nvidia-smi, NVML (C and nvidia-ml-py),
                 torch.cuda.mem_get_info() and CuPy report the slice
@@ -14,35 +17,40 @@ slice set to 25 % and 50 % of the card, and reports:
                 expandable segments, with cudaMallocAsync; CuPy; cuBLAS's
                 workspace) allocates up to the slice and is refused past it;
                 two processes share one budget; kill -9 frees a share
-  Compute share kernel loops (a spin kernel, a PyTorch matmul) at the share
-                against the same loop without the shim, measured in this run
+  Production    the shim through /etc/ld.so.preload; the limits file a
+                tenant cannot write, replace, remove or override (production.py)
+  Any-size      a consumed-capacity share: view, limit, compute share
+  Time-sliced   a pair: the whole GPU, each other's memory, no shim
+  Compute share the GPU checked idle, then kernel loops (a spin kernel, a
+                PyTorch matmul) at the share against the same loop without
+                the shim, measured in this run
   Overhead      per-call cost of the shim on cuMemAlloc+cuMemFree and a launch
-  Discovery     the node plugin's discovery through NVML and the
-                ResourceSlices it would publish (gpuproof-nvml, built with Go
-                elsewhere: make gpu-proof-bin)
-  Bypass        a process started without the shim shows up in the plugin's
-                NVML accounting as unattributed memory
-  Enforcer      the node plugin's enforcer (gpuproof-nvml enforce) over a claim
-                whose processes this harness names: a process of the claim
-                without the shim that takes it past its limit is stopped
-                (SIGKILL), the claim's process with the shim is untouched, the
+  Discovery     the node plugin's discovery through NVML (nvml.py)
+  Bypass        a process started without the shim is listed by NVML
+  Enforcer      the node plugin's enforcer (enforcer.py) over a claim whose
+                processes this harness names: a process of the claim without
+                the shim that takes it past its limit is stopped (SIGKILL),
+                the claim's process with the shim is untouched, the
                 observation reaches the claim's limits file, and a process
                 with the shim filling its slice is never stopped
+  MIG           MIG mode; on a GPU in MIG mode, a MIG claim on an instance
 
-Without a GPU it runs the same checks against the simulated driver of
-nodeplugin/shim/fake (what make test does); the parts that need a real GPU
-and Python's GPU stack are then reported as "skipped: no GPU". With a GPU,
-every part is required: a missing module is a failure.
+Every verdict names the GPU, driver and CUDA version. Without a GPU it runs
+the same checks against the simulated driver of nodeplugin/shim/fake (what
+make test does); the parts that need a real GPU and Python's GPU stack are
+then reported as "skipped: no GPU". With a GPU, every part is required: a
+missing module is a failure.
 
 Exit status: 0 when every check passed, 1 when one failed, 2 on bad usage.
-Nothing on the machine is changed: no GPU setting, no file outside --work.
+No GPU setting is changed and no file outside --work written, but for the
+mount points a claim's container needs where this machine lacks them
+(removed at the end); the mounts are in the containers' namespaces only.
 """
 import argparse
 import datetime
 import json
 import os
 import platform
-import queue
 import re
 import shutil
 import signal
@@ -50,176 +58,23 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 
-MiB = 1 << 20
-GiB = 1 << 30
+import container
+import plugin_files
+import production
+from harness import MiB, Child, ClaimEnv, Failed, Report, in_claim, json_out, kv, last_json, mib
+from plugin_files import L
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SHIM_SRC = os.path.join(REPO, "nodeplugin", "shim")
-PARTS = ["view", "memory", "compute", "overhead", "discovery", "bypass", "enforcer"]
+PARTS = ["view", "memory", "production", "any-size", "time-sliced", "compute", "overhead", "discovery", "bypass", "enforcer",
+         "mig"]
 # The share a paced loop must reach, give or take (percentage points); the
 # shim's own tests hold four simulated tenants to the same.
 SHARE_TOLERANCE_PP = 5.0
 CHUNK_MIB = 256
-
-
-class Failed(Exception):
-    """A step that could not produce its figures; the check fails with it."""
-
-
-def mib(n):
-    return "%d MiB" % (n // MiB)
-
-
-def kv(line):
-    """The key=value fields of a line (name= takes the rest of the line)."""
-    out = {}
-    rest = line
-    if " name=" in rest:
-        rest, name = rest.split(" name=", 1)
-        out["name"] = name
-    for tok in rest.split():
-        if "=" in tok:
-            k, v = tok.split("=", 1)
-            out[k] = v
-    return out
-
-
-def json_out(text):
-    """The JSON document a program printed, after any lines it logged first."""
-    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
-    if not starts:
-        raise ValueError("no JSON in: " + text.strip()[-300:])
-    return json.loads(text[min(starts):])
-
-
-def last_json(text):
-    """The last JSON line of a program's output (warnings may come after)."""
-    for line in reversed(text.strip().splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    raise ValueError("no JSON line in: " + text.strip()[-300:])
-
-
-class Report:
-    def __init__(self, stream):
-        self.stream = stream
-        self.lines = []
-        self.counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
-
-    def out(self, text=""):
-        for line in text.split("\n"):
-            self.lines.append(line)
-            print(line, file=self.stream, flush=True)
-
-    def section(self, title):
-        self.out("")
-        self.out("== " + title)
-
-    def sub(self, title):
-        self.out("-- " + title)
-
-    def check(self, ok, name, detail=""):
-        status = "PASS" if ok else "FAIL"
-        self.counts[status] += 1
-        self.out("%s  %s%s" % (status, name, ": " + detail if detail else ""))
-        return ok
-
-    def fail(self, name, detail):
-        return self.check(False, name, detail)
-
-    def skip(self, name, why):
-        self.counts["SKIP"] += 1
-        self.out("SKIP  %s: skipped: %s" % (name, why))
-
-    def info(self, text):
-        self.out("      " + text.replace("\n", "\n      "))
-
-    def text(self):
-        return "\n".join(self.lines) + "\n"
-
-
-class Child:
-    """A program whose lines are read as they come, for the protocols that
-    need one process to wait on another (and kill -9 it)."""
-
-    live = []
-
-    def __init__(self, argv, env, name):
-        self.name = name
-        self.out = []
-        self.q = queue.Queue()
-        self.p = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True)
-        Child.live.append(self)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.p.stdout:
-            self.q.put(line.rstrip("\n"))
-        self.q.put(None)
-
-    def expect(self, prefix, timeout):
-        """The next line starting with prefix (a JSON line counts as its event)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise Failed("%s printed no %r within %.0f s; its output: %s" % (self.name, prefix, timeout, self.tail()))
-            try:
-                line = self.q.get(timeout=left)
-            except queue.Empty:
-                continue
-            if line is None:
-                self.p.wait()
-                raise Failed("%s exited (status %s) before printing %r; its output: %s"
-                             % (self.name, self.p.returncode, prefix, self.tail()))
-            self.out.append(line)
-            if line.startswith(prefix):
-                return line
-            if line.startswith("{"):
-                try:
-                    ev = json.loads(line)
-                except ValueError:
-                    continue
-                if ev.get("event") == prefix:
-                    return ev
-
-    def send(self, line):
-        try:
-            self.p.stdin.write(line + "\n")
-            self.p.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass
-
-    def tail(self):
-        return " | ".join(self.out[-6:]) or "(nothing)"
-
-    def kill9(self):
-        if self.p.poll() is None:
-            os.kill(self.p.pid, signal.SIGKILL)
-        self.p.wait()
-
-    def close(self, timeout=30):
-        if self.p.poll() is None:
-            try:
-                self.p.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill9()
-        if self in Child.live:
-            Child.live.remove(self)
-
-    @classmethod
-    def stop_all(cls):
-        for c in list(cls.live):
-            c.kill9()
-            cls.live.remove(c)
 
 
 class Proof:
@@ -233,9 +88,12 @@ class Proof:
         self.nclaims = 0
         self.real = False
         self.fake_state = None
-        self.offsets = {}
-        self.limits = {}
-        self.ctx_overhead = 0
+        self.ctx_overhead = L["DEFAULT_CONTEXT_OVERHEAD"]
+        self.production = False  # claims in containers: root, and unshare(2) works
+        self.not_production = ""  # why not
+        self.made = []  # mount points made on this machine, removed at the end
+        self.gpu = {}  # nvml.py gpu: name, versions, MIG mode, processes
+        self.preload_file = ""
         self.card = {}
         self.discovered = None
         self.discover_error = ""
@@ -262,35 +120,36 @@ class Proof:
             self.nclaims += 1
             self.fake_state = os.path.join(self.claims, "fakegpu-%d" % self.nclaims)
 
-    def write_limits(self, d, limit, share):
-        """The claim's limits file, as the node plugin writes it when it
-        prepares a claim (layout from gpuslice.h); the library reads its
-        limits there, not in the environment."""
-        L = self.limits
-        b = bytearray(L["SIZE"])
-        struct.pack_into("<QII", b, L["OFF_MAGIC"], L["MAGIC"], L["VERSION"], L["SIZE"])
-        struct.pack_into("<Q", b, L["OFF_MEMORY_LIMIT"], limit)
-        struct.pack_into("<I", b, L["OFF_COMPUTE_SHARE"], share)
-        struct.pack_into("<I", b, L["OFF_COMPUTE_WINDOW_MS"], L["WINDOW_MS"])
-        struct.pack_into("<I", b, L["OFF_SAMPLE_PERIOD_MS"], 200)
-        struct.pack_into("<Q", b, L["OFF_CONTEXT_OVERHEAD"], self.ctx_overhead)
-        struct.pack_into("<Q", b, L["OFF_CREATED_UNIX_NS"], time.time_ns())
-        with open(os.path.join(d, "gpuslice.limits"), "wb") as f:
-            f.write(b)
-
-    def claim(self, limit, share, **extra):
-        """The environment of a process in a new claim: what the node plugin's
-        CDI spec sets, with the library in LD_PRELOAD instead of
-        /etc/ld.so.preload, and the claim's limits file."""
+    def claim(self, limit, share, kind="limited", mig=None, **extra):
+        """The environment of a process in a new claim, prepared as the node
+        plugin prepares it: the limits file and region written as prepare.go
+        writes them (plugin_files.py), and on the production path a container
+        with the mounts and environment of the claim's CDI spec
+        (container.py): the shim loaded by /etc/ld.so.preload, the limits
+        read-only at /run/gpuslice/gpuslice.limits. Without root, the shim
+        in LD_PRELOAD and the directory in GPUSLICE_ACCOUNTING_DIR. extra
+        is what the claim's own process sets in its environment."""
         self.nclaims += 1
         d = os.path.join(self.claims, "claim-%d" % self.nclaims)
-        os.makedirs(d)
-        self.write_limits(d, limit, share)
+        if kind == "limited":
+            plugin_files.prepare(d, limit, share)
+        else:
+            os.makedirs(d)
         env = self.base_env()
-        env.update({"GPUSLICE_MEMORY_LIMIT": str(limit), "GPUSLICE_COMPUTE_SHARE": str(share),
-                    "GPUSLICE_ACCOUNTING_DIR": d, "LD_PRELOAD": self.shim_lib})
+        if kind == "mig":
+            env.pop("FAKEGPU_STATE", None)  # a MIG instance's memory is its own
+        spec_file = None
+        spec = container.spec(kind, self.uuid, self.shim_lib, self.preload_file, d, limit, share, mig=mig)
+        if self.production:
+            spec_file = os.path.join(d, "container.json")
+            with open(spec_file, "w") as f:
+                json.dump(spec, f)
+        else:
+            env.update(e.split("=", 1) for e in spec["env"])
+            if kind == "limited":
+                env.update({"GPUSLICE_ACCOUNTING_DIR": d, "LD_PRELOAD": self.shim_lib})
         env.update({k: str(v) for k, v in extra.items()})
-        return env
+        return ClaimEnv(env, d, spec_file)
 
     def left(self, timeout):
         """timeout, cut to what is left of --budget; once it is spent, the
@@ -303,7 +162,7 @@ class Proof:
     def run(self, argv, env, timeout=60):
         timeout = self.left(timeout)
         try:
-            p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            p = subprocess.run(in_claim(argv, env), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                timeout=timeout, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as e:
             out = e.stdout if isinstance(e.stdout, str) else (e.stdout or b"").decode(errors="replace")
@@ -321,7 +180,7 @@ class Proof:
     def region(self, env):
         """The claim's accounting region header, read as the node plugin's
         metrics read it (offsets from gpuslice.h)."""
-        path = os.path.join(env["GPUSLICE_ACCOUNTING_DIR"], "gpuslice.region")
+        path = os.path.join(env.dir, "gpuslice.region")
         try:
             with open(path, "rb") as f:
                 b = f.read(256)
@@ -329,7 +188,7 @@ class Proof:
             return None
         if len(b) < 256:
             return None
-        u64 = lambda name: struct.unpack_from("<Q", b, self.offsets[name])[0]
+        u64 = lambda name: struct.unpack_from("<Q", b, L["OFF_" + name])[0]
         return {"used": u64("USED"), "limit": u64("MEMORY_LIMIT"), "high": u64("HIGH_WATER"),
                 "refused": u64("OOM_COUNT"), "reclaimed": u64("RECLAIMED_BYTES")}
 
@@ -348,17 +207,6 @@ class Proof:
         if want == "real" and not gpu:
             raise SystemExit("gpu-proof: --driver real, but nvidia-smi -L lists no GPU here")
         self.real = gpu if want == "auto" else want == "real"
-
-    def read_header(self):
-        with open(os.path.join(SHIM_SRC, "include", "gpuslice.h")) as f:
-            h = f.read()
-        for name, val in re.findall(r"^#define GPUSLICE_OFF_(\w+) (\d+)$", h, re.M):
-            self.offsets[name] = int(val)
-        m = re.search(r"^#define GPUSLICE_DEFAULT_CONTEXT_OVERHEAD (\d+)ULL$", h, re.M)
-        self.ctx_overhead = int(m.group(1))
-        for name, val in re.findall(r"^#define GPUSLICE_LIMITS_(\w+) (0x[0-9a-f]+|\d+)(?:ULL|u)?\b", h, re.M):
-            self.limits[name] = int(val, 0)
-        self.limits["WINDOW_MS"] = int(re.search(r"^#define GPUSLICE_DEFAULT_COMPUTE_WINDOW_MS (\d+)u$", h, re.M).group(1))
 
     def build_all(self):
         for d in (self.build, self.claims):
@@ -379,10 +227,6 @@ class Proof:
             if rc:
                 raise SystemExit("gpu-proof: building %s failed:\n%s" % (name, o))
         self.fresh_gpu()
-
-    def nvml_bin(self):
-        p = os.path.join(os.path.abspath(self.a.bin), "gpuproof-nvml")
-        return p if os.access(p, os.X_OK) else None
 
     def python_modules(self):
         """Which of PyTorch (with CUDA), CuPy and nvidia-ml-py import here."""
@@ -430,39 +274,93 @@ class Proof:
             raise SystemExit("gpu-proof: the CUDA driver does not answer (gpuproof-cuda card): " + o)
         self.card = kv(line)
         self.card["total"] = int(self.card["total"])
+        try:
+            self.gpu = self.nvml("gpu")
+            self.discovered = self.nvml("discover")
+        except Failed as e:
+            raise SystemExit("gpu-proof: NVML does not answer: %s" % e)
+        g = self.gpu
+        self.uuid = g["uuid"]
+        self.r.tag = "%s%s, driver %s, CUDA %s" % ("" if self.real else "SIMULATED ", g["name"], g["driverVersion"],
+                                                   g["cudaDriverVersion"])
         if self.real:
-            rc, o = self.run(["nvidia-smi", "-i", "0", "--query-gpu=name,driver_version,memory.total,uuid",
-                              "--format=csv,noheader"], self.base_env())
-            r.out("driver: REAL: %s" % o.strip())
+            r.out("driver: REAL: %s, %s, driver %s, CUDA %s, %s" % (g["name"], g["uuid"], g["driverVersion"],
+                                                                    g["cudaDriverVersion"], mib(g["memoryBytes"])))
             r.out("python modules: " + ", ".join("%s %s" % (k, v[1] if v[0] else "MISSING (%s)" % v[1])
                                                  for k, v in self.modules.items()))
         else:
             r.out("driver: SIMULATED (no NVIDIA GPU here): the fake libcuda.so.1 and libnvidia-ml.so.1 of")
-            r.out("        nodeplugin/shim/fake, a %s of %s. Not a proof on silicon." % (self.card["name"], mib(self.card["total"])))
-        nv = self.nvml_bin()
-        if nv:
-            try:
-                rc, o = self.run([nv, "discover"], self.base_env())
-                self.discovered = json_out(o) if rc == 0 else None
-                if rc:
-                    self.discover_error = o.strip()
-            except (Failed, ValueError) as e:
-                self.discover_error = str(e)
-        if self.discovered and self.discovered.get("gpus"):
-            self.total = self.discovered["gpus"][0]["memoryBytes"]
-            src = "NVML through the node plugin's discovery"
-        elif self.real:
-            rc, o = self.run(["nvidia-smi", "-i", "0", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
-                             self.base_env())
-            self.total = int(o.strip().splitlines()[0]) * MiB
-            src = "nvidia-smi (gpuproof-nvml unavailable)"
+            r.out("        nodeplugin/shim/fake, a %s of %s, driver %s, CUDA %s. Not a proof on silicon."
+                  % (g["name"], mib(self.card["total"]), g["driverVersion"], g["cudaDriverVersion"]))
+        v2 = g.get("memoryV2")
+        r.out("MIG mode: %s%s" % (g["migMode"], "; instances: " + ", ".join(
+            "%s (%s, %s)" % (m["uuid"], m["name"], mib(m["memoryBytes"])) for m in g["migDevices"]) if g["migDevices"] else ""))
+        found = self.discovered["gpus"]
+        self.total = found[0]["memoryBytes"] if found else g["memoryBytes"]
+        r.out("card memory: %s (NVML, as the node plugin's discovery reads it%s); slices: %s of it (memory x fraction / 100)"
+              % (mib(self.total), "; the v2 memory info: %s, of which the driver reserves %s" % (mib(v2["total"]), mib(v2["reserved"]))
+                 if v2 else "", ", ".join("%d %%" % f for f in self.a.slices)))
+        self.setup_production()
+        if self.production:
+            r.out("each claim: prepared as the node plugin prepares it (its limits file and region written as prepare.go writes them),")
+            r.out("  its processes in a container made as its CDI spec makes it: a private mount namespace with the shim at")
+            r.out("  %s loaded by a bind-mounted %s, the accounting directory at %s and the limits read-only at" % (
+                container.LIBRARY, container.PRELOAD, container.ACCOUNTING_DIR))
+            r.out("  %s; nothing in LD_PRELOAD; context overhead charged %s (the plugin's default)" % (
+                container.LIMITS, mib(self.ctx_overhead)))
         else:
-            self.total = self.card["total"]
-            src = "cuDeviceTotalMem_v2 (gpuproof-nvml unavailable)"
-        r.out("card memory: %s (%s); slices: %s of it, as the node plugin publishes them (memory x fraction / 100)"
-              % (mib(self.total), src, ", ".join("%d %%" % f for f in self.a.slices)))
-        r.out("each claim: a fresh GPUSLICE_ACCOUNTING_DIR with the limits file the node plugin writes, GPUSLICE_MEMORY_LIMIT, "
-              "GPUSLICE_COMPUTE_SHARE, the shim in LD_PRELOAD; context overhead charged %s (the shim's default)" % mib(self.ctx_overhead))
+            r.out("NOT THE PRODUCTION PATH: %s." % self.not_production)
+            r.out("  Not proved here: the shim loaded by /etc/ld.so.preload in a mount namespace, the read-only limits mount.")
+            r.out("  Each claim instead: its limits file and region written as the plugin writes them, the shim in LD_PRELOAD,")
+            r.out("  GPUSLICE_ACCOUNTING_DIR naming the directory. Run as root for the production path.")
+
+    def nvml(self, cmd):
+        """nvml.py's JSON for cmd, on the machine's NVML (or the simulated one)."""
+        rc, o = self.run([sys.executable, os.path.join(HERE, "nvml.py"), cmd], self.base_env())
+        if rc:
+            raise Failed("nvml.py %s: %s" % (cmd, o.strip()[-300:]))
+        try:
+            return json_out(o)
+        except ValueError as e:
+            raise Failed("nvml.py %s: %s" % (cmd, e))
+
+    def setup_production(self):
+        """Whether claims run in containers: root, and a mount namespace with
+        a claim's mounts works here. The mount points the spec needs and this
+        machine lacks are made (empty) and removed at the end."""
+        if os.geteuid() != 0:
+            self.not_production = "not root (unshare(2) and mount(2) need it)"
+            return
+        self.preload_file = os.path.join(self.build, "ld.so.preload")
+        with open(self.preload_file, "w") as f:
+            f.write(container.PRELOAD_CONTENT)
+        probe = container.spec("limited", self.uuid, self.shim_lib, self.preload_file, self.claims, 1, 1)
+        try:
+            for path, is_dir in container.mount_points(probe):
+                if is_dir:
+                    os.mkdir(path)
+                else:
+                    open(path, "x").close()
+                self.made.append(path)
+        except OSError as e:
+            self.not_production = "cannot make the mount point %s: %s" % (e.filename, e.strerror)
+            return
+        self.production = True
+        try:
+            rc, o = self.run(["true"], self.claim(1 << 30, 50))
+        except Failed as e:
+            rc, o = 1, str(e)
+        if rc:
+            self.production = False
+            self.not_production = "a claim's container cannot be made here: %s" % o.strip()[-300:]
+
+    def remove_mount_points(self):
+        for path in reversed(self.made):
+            try:
+                os.rmdir(path) if os.path.isdir(path) else os.unlink(path)
+            except OSError as e:
+                print("gpu-proof: cannot remove the mount point %s it made: %s" % (path, e), file=sys.stderr)
+        self.made = []
 
     # ---- view ----
 
@@ -681,7 +579,7 @@ class Proof:
             A.kill9()
             rc3 = alloc(a_mib)
             reg = self.region(env)
-            r.check(rc3 == "CUDA_SUCCESS" and reg and reg["high"] <= limit,
+            r.check(rc3 == "CUDA_SUCCESS" and reg and reg["high"] <= limit and reg["reclaimed"] >= a_mib * MiB,
                     "kill -9 of a process mid-allocation frees its share (%s)" % stack,
                     "after kill -9 of A, B asking %d MiB: %s; %s reclaimed; region high-water %s of %s"
                     % (a_mib, rc3, mib(reg["reclaimed"]) if reg else "?", mib(reg["high"]) if reg else "?", mib(limit)))
@@ -702,6 +600,7 @@ class Proof:
         secs = self.a.compute_seconds
         shares = sorted(set(self.a.slices)) + [100]
         self.fresh_gpu()
+        production.idle(self)
         r.sub("a spin kernel (500 us, batches of 20, synchronised), driver API, %g s each" % secs)
         self.share_loop(lambda: self.cuda("spin", secs, 500, 20), lambda o: kv(next(
             l for l in o.splitlines() if l.startswith("spin ")))["kernels"], shares, "kernels")
@@ -711,7 +610,7 @@ class Proof:
             self.share_loop(lambda: self.py("torch-matmul", "--seconds", secs),
                             lambda o: last_json(o)["iterations"], shares, "matmuls")
 
-    def share_loop(self, argv, count, shares, unit):
+    def share_loop(self, argv, count, shares, unit, limit=None):
         r = self.r
         secs = self.a.compute_seconds
 
@@ -729,11 +628,10 @@ class Proof:
         except Failed as e:
             r.fail("the loop without the shim", str(e))
             return
-        r.info("without the shim: %.1f %s/s" % (bare, unit))
+        r.info("without the shim: %.1f %s/s [%s]" % (bare, unit, r.tag))
         for s in shares:
-            limit = self.total * s // 100
             try:
-                rate = measure(self.claim(limit, s))
+                rate = measure(self.claim(limit or self.total * s // 100, s))
             except Failed as e:
                 r.fail("the loop at %d %%" % s, str(e))
                 continue
@@ -773,87 +671,68 @@ class Proof:
 
     # ---- discovery, bypass ----
 
-    def need_nvml_bin(self, name):
-        nv = self.nvml_bin()
-        if not nv:
-            self.r.fail(name, "gpuproof-nvml is not in %s: build it with `make gpu-proof-bin` on a machine with Go "
-                              "(it writes bin/gpu-proof/) and carry that folder here" % os.path.abspath(self.a.bin))
-        return nv
-
     def discovery(self):
         r = self.r
-        r.section("Discovery (the node plugin's nodeplugin/discovery and nodeplugin/publish through NVML)")
-        if not self.need_nvml_bin("discovery"):
-            return
+        r.section("Discovery (nvml.py: the node plugin's nodeplugin/discovery, held to it in make test)")
         d = self.discovered
-        if not d:
-            r.fail("discovery", "gpuproof-nvml discover failed: %s" % getattr(self, "discover_error", "?"))
-            return
         for s in d.get("skipped") or []:
             r.info("skipped GPU %s (%s): %s" % (s.get("Index"), s.get("UUID"), s.get("Reason")))
         if not r.check(len(d["gpus"]) >= 1, "discovery finds the GPU", "%d GPU(s)" % len(d["gpus"])):
             return
         g = d["gpus"][0]
+        cc = "%d.%d" % (g["ccMajor"], g["ccMinor"])
         r.info("GPU %d: %s, %s, %s, compute capability %s (%s), MIG mode %s, PCI %s, driver %s, CUDA %s"
-               % (g["index"], g["model"], mib(g["memoryBytes"]), g["uuid"], g["computeCapability"], g["architecture"],
-                  g["migMode"], g["pciBusId"], g["driverVersion"], g["cudaDriverVersion"]))
-        r.check(g["model"] == self.card["name"], "the model is the driver's device name",
-                "NVML %r, cuDeviceGetName %r" % (g["model"], self.card["name"]))
-        r.check(g["uuid"].startswith("GPU-") and g["memoryBytes"] > 0 and re.match(r"^\d+\.\d+$", g["computeCapability"]),
-                "UUID, memory and compute capability are read", "%s, %s, %s" % (g["uuid"], mib(g["memoryBytes"]), g["computeCapability"]))
+               % (g["index"], g["name"], mib(g["memoryBytes"]), g["uuid"], cc, g["architecture"],
+                  self.gpu["migMode"], g["pciBusId"], g["driverVersion"], g["cudaDriverVersion"]))
+        r.check(g["name"] == self.card["name"] or self.gpu["migMode"] == "enabled", "the model is the driver's device name",
+                "NVML %r, cuDeviceGetName %r" % (g["name"], self.card["name"]))
+        r.check(g["uuid"].startswith("GPU-") and g["memoryBytes"] > 0 and g["ccMajor"] > 0,
+                "UUID, memory and compute capability are read", "%s, %s, %s" % (g["uuid"], mib(g["memoryBytes"]), cc))
         if self.real:
             rc, o = self.run(["nvidia-smi", "-i", "0", "--query-gpu=uuid,memory.total,compute_cap",
                               "--format=csv,noheader,nounits"], self.base_env())
             v = [x.strip() for x in o.strip().splitlines()[0].split(",")] if rc == 0 else []
             r.check(len(v) == 3 and v[0] == g["uuid"] and v[1].isdigit() and abs(int(v[1]) - g["memoryBytes"] // MiB) <= 1
-                    and v[2] == g["computeCapability"],
-                    "nvidia-smi agrees", ", ".join(v) if v else o.strip()[-200:])
-        names = [x["name"] for x in d.get("devices") or []]
-        want = ["gpu-%d-%dpct-%d" % (g["index"], fr, n) for fr in (25, 50, 100) for n in range(1, 100 // fr + 1)]
-        r.check(names == want, "the ResourceSlices offer 4 x 25 %, 2 x 50 %, 1 x 100 %", " ".join(names))
-        r.info("the ResourceSlices it would publish:")
-        r.info(d["resourceSlices"].rstrip())
+                    and v[2] == cc, "nvidia-smi agrees", ", ".join(v) if v else o.strip()[-200:])
+        step = 256 * MiB  # contract.MemoryStep
+        r.info("the node plugin would offer on it: %s; any-size up to %s in steps of %s; time-sliced shares of the whole GPU"
+               % (", ".join("%d x %d %% (%s)" % (100 // f, f, mib(g["memoryBytes"] * f // 100)) for f in (25, 50, 100)),
+                  mib(g["memoryBytes"] // step * step), mib(step)))
 
-    def processes(self, nv):
-        rc, o = self.run([nv, "processes"], self.base_env())
-        if rc:
-            raise Failed("gpuproof-nvml processes: %s" % o.strip()[-300:])
-        return json_out(o)[0]
+    def processes(self):
+        """NVML's compute processes on GPU 0: {pid: used bytes}."""
+        return {p["pid"]: p["usedBytes"] for p in self.nvml("gpu")["processes"]}
 
     def bypass(self):
         r = self.r
-        r.section("Bypass detection (the node plugin's NVML process accounting, nodeplugin/metrics)")
-        nv = self.need_nvml_bin("bypass detection")
-        if not nv:
-            return
+        r.section("Bypass detection (NVML's per-process memory, which the node plugin's metrics and enforcer read)")
         self.fresh_gpu()
         hold_mib = 1024
         c = None
-        name = "a process without the shim is reported as unattributed"
+        name = "a process without the shim is listed by NVML with its memory"
         try:
-            before = self.processes(nv)
+            before = self.processes()
             c = Child(self.cuda("hold", hold_mib), self.base_env(), "the process without the shim")
             pid = int(kv(c.expect("holding", self.left(120)))["pid"])
-            during = self.processes(nv)
-            grew = during["unattributedBytes"] - before["unattributedBytes"]
-            more = during["unattributedProcesses"] - before["unattributedProcesses"]
-            listed = [p for p in during["processes"] if p["pid"] == pid]
-            r.check(more >= 1 and grew >= hold_mib * MiB, name,
-                    "gpuslice_gpu_unattributed_memory_bytes %s -> %s, gpuslice_gpu_unattributed_processes %d -> %d "
-                    "(it holds %d MiB)" % (mib(int(before["unattributedBytes"])), mib(int(during["unattributedBytes"])),
-                                           before["unattributedProcesses"], during["unattributedProcesses"], hold_mib))
-            r.info("NVML lists its PID %d: %s%s" % (pid, "yes" if listed else "no",
-                   "" if listed else " (NVML reports PIDs of the host's PID namespace)"))
-            r.info("a CUDA context costs %s on this GPU by NVML (the shim charges %s for one)"
-                   % (mib(int(grew) - hold_mib * MiB), mib(self.ctx_overhead)))
+            during = self.processes()
+            new = {p: u for p, u in during.items() if p not in before}
+            grew = sum(during.values()) - sum(before.values())
+            r.check(len(new) >= 1 and grew >= hold_mib * MiB, name,
+                    "NVML's processes %d -> %d, their memory %s -> %s (it holds %d MiB); a process of no claim is what "
+                    "gpuslice_gpu_unattributed_memory_bytes counts" % (len(before), len(during), mib(sum(before.values())),
+                                                                       mib(sum(during.values())), hold_mib))
+            r.info("NVML lists its PID %d: %s%s" % (pid, "yes" if pid in during else "no",
+                   "" if pid in during else " (NVML reports PIDs of the host's PID namespace)"))
+            r.info("a CUDA context costs %s on this GPU by NVML (the shim charges %s for one) [%s]"
+                   % (mib(int(grew) - hold_mib * MiB), mib(self.ctx_overhead), r.tag))
             c.close()
             deadline = time.monotonic() + 20
-            after = self.processes(nv)
-            while after["unattributedBytes"] > before["unattributedBytes"] and time.monotonic() < deadline:
+            after = self.processes()
+            while sum(after.values()) > sum(before.values()) and time.monotonic() < deadline:
                 time.sleep(0.2)
-                after = self.processes(nv)
-            r.check(after["unattributedBytes"] <= before["unattributedBytes"], "its memory is no longer reported once it exits",
-                    "%s unattributed" % mib(int(after["unattributedBytes"])))
+                after = self.processes()
+            r.check(sum(after.values()) <= sum(before.values()), "its memory is no longer listed once it exits",
+                    "%s listed" % mib(sum(after.values())))
         except (Failed, ValueError, KeyError, IndexError) as e:
             r.fail(name, str(e))
         finally:
@@ -862,25 +741,19 @@ class Proof:
 
     def limits_observed(self, env):
         """The observation the enforcer wrote into the claim's limits file."""
-        with open(os.path.join(env["GPUSLICE_ACCOUNTING_DIR"], "gpuslice.limits"), "rb") as f:
-            b = f.read(self.limits["SIZE"])
-        used, seq = struct.unpack_from("<QQ", b, self.limits["OFF_OBSERVED_USED"])
-        return used, seq
+        return plugin_files.read_observation(os.path.join(env.dir, "gpuslice.limits"))
 
     def enforcer(self):
         r = self.r
-        r.section("Enforcer (the node plugin's nodeplugin/enforce on this machine's NVML)")
-        nv = self.need_nvml_bin("enforcer")
-        if not nv:
-            return
+        r.section("Enforcer (enforcer.py: the node plugin's nodeplugin/enforce, held to it in make test, on this machine's NVML)")
         self.fresh_gpu()
         limit = self.total * 25 // 100
         env = self.claim(limit, 25)
         enf = legit = bypass = filler = None
         name = "a process of the claim past its limit without the shim is stopped"
         try:
-            enf = Child([nv, "enforce", "--limit", str(limit), "--limits-file",
-                         os.path.join(env["GPUSLICE_ACCOUNTING_DIR"], "gpuslice.limits")], self.base_env(), "gpuproof-nvml enforce")
+            enf = Child([sys.executable, os.path.join(HERE, "enforcer.py"), "enforce", "--limit", str(limit), "--limits-file",
+                         os.path.join(env.dir, "gpuslice.limits")], self.base_env(), "enforcer.py enforce")
             enf.expect("ready", self.left(60))
             hold = limit // MiB // 2
             legit = Child(self.cuda("hold", hold), env, "the claim's process with the shim")
@@ -902,7 +775,7 @@ class Proof:
             r.check(kill["pid"] == bypass.p.pid and not kill.get("error") and bypass.p.returncode == -signal.SIGKILL, name,
                     "pid %d held %s; the claim %s of its %s; killed (exit %s) %.0f ms after it said it held the memory, "
                     "%.0f ms after the sample that saw it began"
-                    % (kill["pid"], mib(kill["usedBytes"]), mib(kill["claimUsedBytes"]), mib(kill["limitBytes"]),
+                    % (kill["pid"], mib(kill["used"]), mib(kill["claimUsed"]), mib(kill["limit"]),
                        bypass.p.returncode, took, (kill["killedUnixNs"] - kill["sampledUnixNs"]) / 1e6))
             r.check(legit.p.poll() is None, "the claim's process with the shim is untouched",
                     "still running, holding %d MiB" % hold)
@@ -936,8 +809,8 @@ class Proof:
             enf.p.stdin.close()
             done = enf.expect("done", self.left(30))
             if done:
-                r.info("enforcer: %d samples, %.0f µs each on average, %.0f µs at most"
-                       % (done["samples"], done["sampleMeanNs"] / 1e3, done["sampleMaxNs"] / 1e3))
+                r.info("enforcer: %d samples, %.0f µs each on average, %.0f µs at most [%s]"
+                       % (done["samples"], done["sampleMeanNs"] / 1e3, done["sampleMaxNs"] / 1e3, r.tag))
         except (Failed, ValueError, KeyError, subprocess.TimeoutExpired) as e:
             r.fail(name, str(e))
         finally:
@@ -948,12 +821,20 @@ class Proof:
     # ---- all ----
 
     def run_all(self):
-        self.read_header()
         self.detect()
         self.build_all()
         if self.real:
             self.python_modules()
         self.header()
+        if self.real and self.gpu["migMode"].startswith("enabled"):
+            # CUDA sees only its MIG instances: the plugin offers nothing else
+            # on such a GPU, and nothing of the shim is proved on it
+            self.r.section("The GPU is in MIG mode: only discovery and MIG are proved")
+            for part in self.a.parts:
+                if part not in ("discovery", "mig"):
+                    self.r.skip(part, "the GPU is in MIG mode: the node plugin offers only its MIG instances "
+                                      "(turn MIG mode off to prove the slices: nvidia-smi -i 0 -mig 0)")
+            self.a.parts = [x for x in self.a.parts if x in ("discovery", "mig")]
         for f in self.a.slices:
             if not ({"view", "memory"} & set(self.a.parts)):
                 break
@@ -963,9 +844,13 @@ class Proof:
                 self.step("view", lambda: self.view(f, limit))
             if "memory" in self.a.parts:
                 self.step("memory limit", lambda: self.memory(f, limit))
-        for part in ("compute", "overhead", "discovery", "bypass", "enforcer"):
+        parts = {"production": lambda: production.production_path(self), "any-size": lambda: production.any_size(self),
+                 "time-sliced": lambda: production.time_sliced(self), "compute": self.compute, "overhead": self.overhead,
+                 "discovery": self.discovery, "bypass": self.bypass, "enforcer": self.enforcer,
+                 "mig": lambda: production.mig(self)}
+        for part, fn in parts.items():
             if part in self.a.parts:
-                self.step(part, getattr(self, part))
+                self.step(part, fn)
 
     def step(self, name, fn):
         try:
@@ -981,7 +866,6 @@ def main():
                    help="real: a GPU is required; simulated: the fake driver even where a GPU is; auto: real when nvidia-smi lists a GPU")
     p.add_argument("--report", default=os.path.join(REPO, "tmp", "gpu-proof", "report.txt"), help="where the report is written")
     p.add_argument("--work", default=os.path.join(REPO, "tmp", "gpu-proof"), help="build outputs and claim directories")
-    p.add_argument("--bin", default=os.path.join(REPO, "bin", "gpu-proof"), help="where gpuproof-nvml is (make gpu-proof-bin)")
     p.add_argument("--shim", default="", help="preload this libgpuslice.so instead of the one built from nodeplugin/shim")
     p.add_argument("--slices", default="25,50", help="slice sizes in percent of the card")
     p.add_argument("--parts", default=",".join(PARTS), help="which parts to run: " + ",".join(PARTS))
@@ -1007,11 +891,13 @@ def main():
     try:
         proof.run_all()
         c = report.counts
-        report.section("Summary: %d passed, %d failed, %d skipped in %.0f s on the %s driver"
-                       % (c["PASS"], c["FAIL"], c["SKIP"], time.monotonic() - proof.t0, "REAL" if proof.real else "SIMULATED"))
+        report.section("Summary: %d passed, %d failed, %d skipped in %.0f s on the %s driver%s"
+                       % (c["PASS"], c["FAIL"], c["SKIP"], time.monotonic() - proof.t0, "REAL" if proof.real else "SIMULATED",
+                          "" if proof.production else "; NOT the production path: " + proof.not_production))
         code = 1 if c["FAIL"] else 0
     finally:
         Child.stop_all()
+        proof.remove_mount_points()
         os.makedirs(os.path.dirname(os.path.abspath(a.report)), exist_ok=True)
         with open(a.report, "w") as f:
             f.write(report.text())
