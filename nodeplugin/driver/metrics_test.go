@@ -29,7 +29,7 @@ import (
 // neither a region read error nor an over-limit series; an alert on either
 // would page for as long as it runs.
 func TestClaimMetricsOfEveryKind(t *testing.T) {
-	const node = "metrics-node"
+	const node = "every-kind-node"
 	e := newEnv(t, node)
 	cfg := e.migPluginConfig(node, "a100-40gb:1,mig=1g.5gb*2;v100-32gb:5")
 	cfg.Publish = everything
