@@ -2,9 +2,10 @@
 # Builds the pinned tools from the Go module proxy into bin/: the control
 # plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager), a
 # real node (kubelet, containerd, ctr, containerd-shim-runc-v2, runc and the
-# CNI plugins bridge, host-local and loopback in bin/cni/), OpenTofu, and the
-# dev tools (gotestsum, staticcheck, tfplugindocs). Nothing is downloaded as
-# a release binary. A tool is rebuilt only when its stamp (module go.mod +
+# CNI plugins bridge, host-local and loopback in bin/cni/), OpenTofu, the
+# dev tools (gotestsum, staticcheck, tfplugindocs), and the other projects'
+# CRD files the tests install (crds: tools/crds/crds.txt, into bin/crds/).
+# Nothing is downloaded as a release binary. A tool is rebuilt only when its stamp (module go.mod +
 # go.sum, build flags and Go version) changed, so a warm run takes a second.
 #
 # usage: tools/build.sh [tool ...]   (default: all)
@@ -19,7 +20,7 @@ mkdir -p "$bin" "$stamps"
 k8s_version=v1.37.2
 containerd_version=v2.4.2
 
-all_tools="gotestsum staticcheck tfplugindocs etcd kube-apiserver kube-scheduler kube-controller-manager kubelet containerd ctr containerd-shim-runc-v2 runc cni/bridge cni/host-local cni/loopback tofu"
+all_tools="gotestsum staticcheck tfplugindocs etcd kube-apiserver kube-scheduler kube-controller-manager kubelet containerd ctr containerd-shim-runc-v2 runc cni/bridge cni/host-local cni/loopback tofu crds"
 
 # module dir | package | ldflags | build tags | cgo (0/1)
 tool_spec() {
@@ -51,8 +52,38 @@ stamp_of() {
   { go env GOVERSION; echo "$spec"; cat "$tools_dir/$dir/go.mod" "$tools_dir/$dir/go.sum"; } | sha256sum | cut -c1-16
 }
 
+# fetch_crds copies each CRD file of tools/crds/crds.txt out of its module
+# (downloaded into Go's module cache) into bin/crds/, once per change of the
+# list: the tests read them there, never through the network.
+fetch_crds() {
+  local list="$tools_dir/crds/crds.txt" stamp="$stamps/crds" want out="$bin/crds"
+  want=$(sha256sum <"$list" | cut -c1-16)
+  if [[ -d "$out" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    echo "tools: crds are up to date"
+    return
+  fi
+  echo "tools: fetching the CRD files of tools/crds/crds.txt from their Go modules"
+  rm -rf "$out.tmp" && mkdir -p "$out.tmp"
+  local module version path dir
+  while read -r module version path; do
+    [[ -z "$module" || "$module" == \#* ]] && continue
+    dir=$(cd "$tools_dir/crds" && go mod download -json "$module@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    if [[ -z "$dir" || ! -f "$dir/$path" ]]; then
+      echo "tools: $path is not in $module@$version (is the Go module proxy reachable? go mod download -json $module@$version says why)" >&2
+      return 1
+    fi
+    cp "$dir/$path" "$out.tmp/"
+  done <"$list"
+  rm -rf "$out" && mv "$out.tmp" "$out"
+  echo "$want" >"$stamp"
+}
+
 build_one() {
   local name=$1 spec dir pkg ldflags tags cgo want stamp
+  if [[ "$name" == crds ]]; then
+    fetch_crds
+    return
+  fi
   spec=$(tool_spec "$name")
   IFS='|' read -r dir pkg ldflags tags cgo <<<"$spec"
   want=$(stamp_of "$dir" "$spec")

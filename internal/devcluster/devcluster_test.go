@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/devcluster"
+	"github.com/gpuslice/gpuslice/internal/gobuild"
 	"github.com/gpuslice/gpuslice/internal/images"
 	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
 )
@@ -32,7 +33,9 @@ func TestUpEnvDown(t *testing.T) {
 	binDir := t.TempDir()
 	gpuslice := filepath.Join(binDir, "gpuslice")
 	for _, cmd := range []string{"gpuslice", "gpuslice-dev"} {
-		if out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, cmd), "github.com/gpuslice/gpuslice/cmd/"+cmd).CombinedOutput(); err != nil {
+		build := exec.Command("go", "build", "-o", filepath.Join(binDir, cmd), "github.com/gpuslice/gpuslice/cmd/"+cmd)
+		build.Env = gobuild.Env() // gpuslice-dev runs node plugins: go-nvml
+		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("build %s: %v\n%s", cmd, err, out)
 		}
 	}

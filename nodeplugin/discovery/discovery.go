@@ -13,10 +13,13 @@ import (
 
 // GPU is one physical GPU as the plugin publishes and prepares it.
 type GPU struct {
-	Index        int
-	UUID         string
-	Name         string // NVML name, e.g. "Tesla V100-PCIE-32GB"; the model attribute
+	Index int
+	UUID  string
+	Name  string // NVML name, e.g. "Tesla V100-PCIE-32GB"; the model attribute
+	// MemoryBytes is the memory allocations can get: NVML's total less
+	// what the driver reserves, where the driver says (MemorySource).
 	MemoryBytes  uint64
+	MemorySource string // MemoryNVMLv2 or MemoryNVMLv1
 	CCMajor      int
 	CCMinor      int
 	Architecture string // e.g. "Volta"
@@ -94,9 +97,11 @@ func read(lib nvml.Interface, index int) (GPU, error) {
 	check("UUID", ret)
 	g.Name, ret = dev.GetName()
 	check("name", ret)
-	mem, ret := dev.GetMemoryInfo()
-	check("memory", ret)
-	g.MemoryBytes = mem.Total
+	mem, err := readMemory(lib, dev)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	g.MemoryBytes, g.MemorySource = mem.usable, mem.source
 	g.CCMajor, g.CCMinor, ret = dev.GetCudaComputeCapability()
 	check("compute capability", ret)
 	arch, ret := dev.GetArchitecture()
@@ -117,7 +122,7 @@ func read(lib nvml.Interface, index int) (GPU, error) {
 	if current, _, ret := dev.GetMigMode(); ret == nvml.SUCCESS && current == nvml.DEVICE_MIG_ENABLE {
 		g.MIGEnabled = true
 		var err error
-		if g.MIG, err = readMIG(dev, g.MemoryBytes); err != nil {
+		if g.MIG, err = readMIG(dev, mem.total); err != nil {
 			return g, fmt.Errorf("MIG mode is enabled, but its instances cannot be read: %w (check `nvidia-smi mig -lgi` and `nvidia-smi mig -lci` on the node)", err)
 		}
 	}

@@ -262,6 +262,7 @@ func (p *Plugin) claimsForMetrics() []metrics.Claim {
 		}
 		m := metrics.Claim{UID: uid, Namespace: c.Namespace, Name: c.Name, AccountingDir: p.accountingDir(uid), PodUIDs: c.PodUIDs}
 		for _, d := range c.Devices {
+			m.Unlimited = m.Unlimited || d.Sharing == contract.SharingTimeSliced
 			g := metrics.ClaimGPU{UUID: d.GPUUUID, MemoryLimit: d.MemoryBytes}
 			if d.MIG != nil {
 				g.MIG = &metrics.ClaimMIG{UUID: d.MIG.UUID, Profile: d.MIG.Profile, GPUInstance: d.MIG.GPUInstance, ComputeInstance: d.MIG.ComputeInstance}

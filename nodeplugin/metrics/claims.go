@@ -19,6 +19,10 @@ type Claim struct {
 	GPUs          []ClaimGPU
 	AccountingDir string // host directory holding the region
 	PodUIDs       []string
+	// Unlimited is a time-sliced claim: nothing holds it to a memory limit
+	// or a compute share, so it has no accounting region to read and no
+	// limit to be over.
+	Unlimited bool
 }
 
 // ClaimGPU is one GPU of a claim and the memory the claim may use on it.
@@ -66,7 +70,7 @@ var descMIG = prometheus.NewDesc("gpuslice_claim_mig_instance", "1 for the MIG i
 	append(claimLabels, "mig_uuid", "profile", "gpu_instance", "compute_instance"), nil)
 
 // ClaimCollector reports every prepared claim's accounting region, or the
-// MIG instance it holds.
+// MIG instance it holds; a time-sliced claim has neither.
 type ClaimCollector struct {
 	Claims func() []Claim
 }
@@ -80,7 +84,7 @@ func (c ClaimCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c ClaimCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, cl := range c.Claims() {
 		labels := []string{cl.Namespace, cl.Name, cl.UID, cl.uuidLabel()}
-		if collectMIG(ch, cl) {
+		if collectMIG(ch, cl) || cl.Unlimited {
 			continue
 		}
 		r, err := accounting.ReadFile(filepath.Join(cl.AccountingDir, contract.RegionFile))

@@ -22,6 +22,12 @@ var (
 	descNVMLErrors = prometheus.NewDesc("gpuslice_gpu_nvml_errors", "Readings NVML refused at this scrape.", gpuLabels, nil)
 )
 
+// descGPUs says what discovery found, not what NVML reads now: the memory
+// a GPU's slices are cut from, and where it came from.
+var descGPUs = prometheus.NewDesc("gpuslice_gpus",
+	"Memory in bytes each published GPU offers its slices; memory_source is where it was read: nvml_v2 (NVML's total less what the driver reserves) or nvml_v1 (the total, reservation included, from a driver without the v2 call).",
+	append(gpuLabels, "memory_source"), nil)
+
 // GPUCollector reads each published GPU from NVML at scrape time.
 type GPUCollector struct {
 	NVML     nvml.Interface
@@ -30,7 +36,7 @@ type GPUCollector struct {
 }
 
 func (c GPUCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descUtil, descFBUse, descFBFre, descTemp, descPower, descNVMLErrors} {
+	for _, d := range []*prometheus.Desc{descGPUs, descUtil, descFBUse, descFBFre, descTemp, descPower, descNVMLErrors} {
 		ch <- d
 	}
 }
@@ -38,6 +44,7 @@ func (c GPUCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c GPUCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, g := range c.GPUs {
 		labels := []string{strconv.Itoa(g.Index), g.UUID, g.Name, c.Hostname}
+		ch <- prometheus.MustNewConstMetric(descGPUs, prometheus.GaugeValue, float64(g.MemoryBytes), append(labels, g.MemorySource)...)
 		refused := 0
 		dev, ret := c.NVML.DeviceGetHandleByUUID(g.UUID)
 		if ret != nvml.SUCCESS {

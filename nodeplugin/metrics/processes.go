@@ -16,7 +16,7 @@ import (
 // accounts for.
 var (
 	descNVMLUsed         = prometheus.NewDesc("gpuslice_claim_nvml_memory_used_bytes", "Device memory NVML reports for the processes of the claim's pods.", claimLabels, nil)
-	descOverLimit        = prometheus.NewDesc("gpuslice_claim_over_limit", "1 when NVML shows the claim's processes using more than its limit (something bypassed the shim).", claimLabels, nil)
+	descOverLimit        = prometheus.NewDesc("gpuslice_claim_over_limit", "1 when NVML shows the claim's processes using more than its limit (something bypassed the shim); a time-sliced claim has no limit and no such series.", claimLabels, nil)
 	descUnaccounted      = prometheus.NewDesc("gpuslice_gpu_unattributed_memory_bytes", "Device memory of processes on the GPU that belong to no claim prepared on it.", gpuLabels, nil)
 	descUnaccountedProcs = prometheus.NewDesc("gpuslice_gpu_unattributed_processes", "Processes on the GPU that belong to no claim prepared on it.", gpuLabels, nil)
 )
@@ -78,11 +78,14 @@ func (c ProcessCollector) Collect(ch chan<- prometheus.Metric) {
 				continue
 			}
 			labels := []string{cl.Namespace, cl.Name, cl.UID, g.UUID}
+			ch <- prometheus.MustNewConstMetric(descNVMLUsed, prometheus.GaugeValue, float64(used[i]), labels...)
+			if cl.Unlimited {
+				continue // no limit to be over
+			}
 			over := 0.0
 			if used[i] > limit[i] {
 				over = 1
 			}
-			ch <- prometheus.MustNewConstMetric(descNVMLUsed, prometheus.GaugeValue, float64(used[i]), labels...)
 			ch <- prometheus.MustNewConstMetric(descOverLimit, prometheus.GaugeValue, over, labels...)
 		}
 		gl := []string{strconv.Itoa(g.Index), g.UUID, g.Name, c.Hostname}

@@ -119,6 +119,14 @@ func newDevice(cfg gpus.Config, index int, seed string) *server.Device {
 	d.UUID = stableUUID(seed, index)
 	d.PciBusID = fmt.Sprintf("00000000:%02X:00.0", busNumbers[index%len(busNumbers)])
 	d.MemoryInfo = nvml.Memory{Total: cfg.MemoryMB << 20, Free: cfg.MemoryMB << 20}
+	// The v2 call of the drivers since R510, which go-nvml's mock lacks: v1
+	// as it answers now (a test may make it fail), with nothing reserved,
+	// so a simulated card offers all of its memory, as the examples' sizes
+	// assume.
+	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+		m, ret := d.GetMemoryInfo()
+		return nvml.Memory_v2{Version: nvml.STRUCT_VERSION(nvml.Memory_v2{}, 2), Total: m.Total, Free: m.Free, Used: m.Used}, ret
+	}
 	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
 		p := nvml.PciInfo{PciDeviceId: cfg.PciDeviceId, Bus: uint32(busNumbers[index%len(busNumbers)])}
 		for i, c := range []byte(d.PciBusID) {

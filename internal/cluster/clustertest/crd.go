@@ -3,13 +3,9 @@ package clustertest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
@@ -29,60 +26,33 @@ var crdsGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version
 
 // CRD is another project's CustomResourceDefinition as that project
 // publishes it in its Go module: the kinds gpuslice renders only where that
-// project is installed. The tests read the file from the module itself
-// (through the Go module proxy and cache, as `go mod download` fetches it),
-// never from a copy of ours, so the schema is the project's own.
+// project is installed. tools/crds/crds.txt names the module, version and
+// file of each; `make tools` fetches the files once into bin/crds/, and the
+// tests read them from there, so the schema is the project's own and no
+// test needs the network.
 type CRD struct {
-	Module, ModuleVersion, Path string // where the project keeps the file
-	Group, Version, Kind        string
+	File                 string // its name in bin/crds/
+	Group, Version, Kind string
 }
 
-// The CRDs gpuslice renders objects of. Versions: the Training Operator's
-// v1.9.4 is the newest the module proxy serves (v1.8.1's PyTorchJob still
-// has the pre-1.31 pod resourceClaims source, which the API server would
-// prune); KEDA's v2.21.1 needs a newer Go than ours, so v2.21.0.
+// The CRDs gpuslice renders objects of.
 var (
 	// Kubeflow Training Operator's PyTorchJob.
-	PyTorchJob = CRD{Module: "github.com/kubeflow/training-operator", ModuleVersion: "v1.9.4", Path: "manifests/base/crds/kubeflow.org_pytorchjobs.yaml",
-		Group: "kubeflow.org", Version: "v1", Kind: "PyTorchJob"}
+	PyTorchJob = CRD{File: "kubeflow.org_pytorchjobs.yaml", Group: "kubeflow.org", Version: "v1", Kind: "PyTorchJob"}
 	// KEDA's ScaledObject.
-	ScaledObject = CRD{Module: "github.com/kedacore/keda/v2", ModuleVersion: "v2.21.0", Path: "config/crd/bases/keda.sh_scaledobjects.yaml",
-		Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObject"}
+	ScaledObject = CRD{File: "keda.sh_scaledobjects.yaml", Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObject"}
 	// Kubeflow Trainer's TrainJob and the namespaced runtime it runs.
-	TrainJob = CRD{Module: "github.com/kubeflow/trainer/v2", ModuleVersion: "v2.0.0", Path: "manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml",
-		Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob"}
-	TrainingRuntime = CRD{Module: "github.com/kubeflow/trainer/v2", ModuleVersion: "v2.0.0", Path: "manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml",
-		Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainingRuntime"}
+	TrainJob        = CRD{File: "trainer.kubeflow.org_trainjobs.yaml", Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob"}
+	TrainingRuntime = CRD{File: "trainer.kubeflow.org_trainingruntimes.yaml", Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainingRuntime"}
 )
 
-// moduleDirs caches each module's directory in the module cache for the
-// test binary's life: one `go mod download` per module and process.
-var moduleDirs sync.Map // "module@version" -> string
-
-// read returns the CRD's file from its project's module, downloading the
-// module into Go's module cache first when it is not there.
+// read returns the CRD's file as `make tools` fetched it into bin/crds/.
 func (crd CRD) read(tb testing.TB) []byte {
 	tb.Helper()
-	key := crd.Module + "@" + crd.ModuleVersion
-	dir, ok := moduleDirs.Load(key)
-	if !ok {
-		if _, err := exec.LookPath("go"); err != nil {
-			testenv.Unavailable(tb, "reading the %s CRD from its Go module needs the go command: %v", crd.Kind, err)
-		}
-		cmd := exec.Command("go", "mod", "download", "-json", key)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		var info struct{ Dir, Error string }
-		if jerr := json.Unmarshal(out, &info); err != nil || jerr != nil || info.Error != "" || info.Dir == "" {
-			testenv.Unavailable(tb, "the %s CRD comes from the Go module %s, which could not be downloaded (is the Go module proxy reachable?): %v %s %s",
-				crd.Kind, key, err, info.Error, strings.TrimSpace(stderr.String()))
-		}
-		dir, _ = moduleDirs.LoadOrStore(key, info.Dir)
-	}
-	data, err := os.ReadFile(filepath.Join(dir.(string), filepath.FromSlash(crd.Path)))
+	path := filepath.Join(cluster.FindBinDir(), "crds", crd.File)
+	data, err := os.ReadFile(path)
 	if err != nil {
-		tb.Fatalf("the %s CRD is not where module %s keeps it: %v", crd.Kind, key, err)
+		testenv.Unavailable(tb, "the %s CRD is read from %s, which `make tools` fetches (tools/build.sh crds, from the module tools/crds/crds.txt names): %v", crd.Kind, path, err)
 	}
 	return data
 }
@@ -101,7 +71,7 @@ func ServeCRD(tb testing.TB, cfg *rest.Config, crds ...CRD) {
 		data := crd.read(tb)
 		obj := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal(data, &obj.Object); err != nil {
-			tb.Fatalf("read %s from %s@%s: %v", crd.Path, crd.Module, crd.ModuleVersion, err)
+			tb.Fatalf("read the %s CRD from bin/crds/%s: %v", crd.Kind, crd.File, err)
 		}
 		if _, err := client.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			tb.Fatalf("install the %s CRD: %v", crd.Kind, err)

@@ -70,7 +70,7 @@ API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 	CHECK_INIT();
 	if (dev != 0 || !bytes)
 		return CUDA_ERROR_INVALID_VALUE;
-	*bytes = fake_total_mem();
+	*bytes = fake_usable_mem();
 	return CUDA_SUCCESS;
 }
 

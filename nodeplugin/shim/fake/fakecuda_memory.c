@@ -10,8 +10,8 @@ API CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 	if (!need_ctx())
 		return CUDA_ERROR_INVALID_CONTEXT;
 	uint64_t used = __atomic_load_n(&fake_shared()->mem_used, __ATOMIC_ACQUIRE);
-	*free = fake_total_mem() - used;
-	*total = fake_total_mem();
+	*free = fake_usable_mem() - used;
+	*total = fake_usable_mem();
 	return CUDA_SUCCESS;
 }
 

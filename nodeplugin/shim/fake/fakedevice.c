@@ -5,6 +5,8 @@
  * FAKEGPU_MIG_PROFILE, FAKEGPU_MIG_MEMORY, and its parent GPU's
  * FAKEGPU_NAME, FAKEGPU_UUID, FAKEGPU_COMPUTE_CAPABILITY): what a real
  * driver knows from the hardware the container's device nodes open.
+ * FAKEGPU_RESERVED_BYTES is the memory the driver keeps for itself (none
+ * unless set).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -35,6 +37,17 @@ uint64_t fake_total_mem(void)
 		return strtoull(v, NULL, 10);
 	return FAKE_TOTAL_MEM;
 }
+
+uint64_t fake_reserved_mem(void)
+{
+	const char *v = getenv("FAKEGPU_RESERVED_BYTES");
+	if (fake_mig_uuid() || !v || !*v)
+		return 0;
+	uint64_t r = strtoull(v, NULL, 10);
+	return r < fake_total_mem() ? r : 0;
+}
+
+uint64_t fake_usable_mem(void) { return fake_total_mem() - fake_reserved_mem(); }
 
 void fake_compute_capability(int *major, int *minor)
 {

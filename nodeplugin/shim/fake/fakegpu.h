@@ -95,6 +95,11 @@ const char *fake_mig_profile(void);
 const char *fake_name(void); /* the GPU's (a MIG instance's parent's) */
 const char *fake_uuid(void);
 uint64_t fake_total_mem(void); /* the GPU's, or the MIG instance's */
+/* what the driver keeps of it for itself (FAKEGPU_RESERVED_BYTES; none on a
+ * MIG instance), as NVML's v2 memory info reports it: no allocation gets it,
+ * and CUDA counts only the rest */
+uint64_t fake_reserved_mem(void);
+uint64_t fake_usable_mem(void); /* total less reserved */
 void fake_compute_capability(int *major, int *minor);
 void fake_device_name(char *out, size_t len); /* as CUDA names the device */
 

@@ -102,7 +102,8 @@ API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int len)
 }
 
 /* The device's memory: the V100's, or the MIG instance's; a container of a
- * MIG instance may not read its parent GPU's. */
+ * MIG instance may not read its parent GPU's. used is the processes'; the
+ * driver's reservation is apart from it (v1 counts it as used, v2 says it). */
 static nvmlReturn_t memory(nvmlDevice_t d, unsigned long long *total, unsigned long long *used)
 {
 	int mig = fake_mig_uuid() != NULL;
@@ -125,8 +126,8 @@ API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m)
 	if (r != NVML_SUCCESS)
 		return r;
 	m->total = total;
-	m->used = used;
-	m->free = total - used;
+	m->used = used + fake_reserved_mem();
+	m->free = total - m->used;
 	return NVML_SUCCESS;
 }
 
@@ -142,9 +143,9 @@ API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m)
 	if (r != NVML_SUCCESS)
 		return r;
 	m->total = total;
-	m->reserved = 0;
+	m->reserved = fake_reserved_mem();
 	m->used = used;
-	m->free = total - used;
+	m->free = total - m->reserved - used;
 	return NVML_SUCCESS;
 }
 

@@ -203,7 +203,7 @@ static struct fake_proc *my_proc(struct fake_shared *s)
 int fake_mem_reserve(uint64_t n)
 {
 	struct fake_shared *s = fake_shared();
-	uint64_t u = __atomic_load_n(&s->mem_used, __ATOMIC_RELAXED), total = fake_total_mem();
+	uint64_t u = __atomic_load_n(&s->mem_used, __ATOMIC_RELAXED), total = fake_usable_mem();
 	do {
 		if (n > total || u > total - n)
 			return -1;

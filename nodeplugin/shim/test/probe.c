@@ -396,8 +396,8 @@ static int cmd_info(void)
 			nvmlMemory_v2_t mm = {.version = nvmlMemory_v2};
 			int a = m1 ? m1(d, &m) : -1, b = m2 ? m2(d, &mm) : -1;
 			printf("nvmlDeviceGetMemoryInfo rc=%d total=%llu used=%llu free=%llu\n", a, m.total, m.used, m.free);
-			printf("nvmlDeviceGetMemoryInfo_v2 rc=%d total=%llu used=%llu free=%llu\n", b, mm.total, mm.used,
-			       mm.free);
+			printf("nvmlDeviceGetMemoryInfo_v2 rc=%d total=%llu reserved=%llu used=%llu free=%llu\n", b, mm.total,
+			       mm.reserved, mm.used, mm.free);
 		}
 	}
 	printf("region used=%" PRIu64 "\n", used());
