@@ -25,3 +25,27 @@ func TestMIGDeviceNameIsADNSLabel(t *testing.T) {
 		}
 	}
 }
+
+// Which releases read the checkpoint formats a node needs for its claims:
+// a build before 0.1.0 (the previous release) and an image whose tag is
+// no version read none after v2, 0.1.0 and later read them all.
+func TestReleaseReadsCheckpoint(t *testing.T) {
+	for _, c := range []struct {
+		sharing, release string
+		want             bool
+	}{
+		{SharingPartition, "0.0.1", true},
+		{SharingPartition, "dev", true},
+		{SharingAnySize, "0.1.0-29a6e70", false},
+		{SharingTimeSliced, "0.0.9", false},
+		{SharingMIG, "latest", false},
+		{SharingMIG, "", false},
+		{SharingAnySize, "0.1.0", true},
+		{SharingMIG, "v0.1.0", true},
+		{SharingTimeSliced, "1.4.2", true},
+	} {
+		if got := ReleaseReadsCheckpoint(c.release, CheckpointFormatFor(c.sharing)); got != c.want {
+			t.Errorf("release %q reads the checkpoint of a %s claim (format %q): %v, want %v", c.release, c.sharing, CheckpointFormatFor(c.sharing), got, c.want)
+		}
+	}
+}

@@ -213,6 +213,9 @@ func (e *Engine) planObjects(ctx context.Context, stack string, objs []objects.O
 	if err := e.guardNodePluginRemoval(ctx, p); err != nil {
 		return nil, err
 	}
+	if err := e.guardNodePluginRollback(ctx, p); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
