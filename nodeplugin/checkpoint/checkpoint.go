@@ -213,7 +213,7 @@ func (f *File) Load() (*Checkpoint, error) {
 	if head.Version != nil && json.Unmarshal(head.Version, &version) != nil {
 		version = string(head.Version)
 	}
-	var v3 checkpointV3
+	var v4 checkpointV4
 	switch version {
 	case "":
 		var file fileV0
@@ -224,7 +224,7 @@ func (f *File) Load() (*Checkpoint, error) {
 		if err := f.open(file.Checksum, file.Data, &v0); err != nil {
 			return nil, err
 		}
-		v3 = fromV2(fromV1(fromV0(v0)))
+		v4 = fromV3(fromV2(fromV1(fromV0(v0))))
 	case "v1":
 		var file fileV1
 		var v1 checkpointV1
@@ -234,7 +234,7 @@ func (f *File) Load() (*Checkpoint, error) {
 		if err := f.open(file.Checksum, file.Data, &v1); err != nil {
 			return nil, err
 		}
-		v3 = fromV2(fromV1(v1))
+		v4 = fromV3(fromV2(fromV1(v1)))
 	case "v2":
 		var file fileV2
 		var v2 checkpointV2
@@ -244,14 +244,23 @@ func (f *File) Load() (*Checkpoint, error) {
 		if err := f.open(file.Checksum, file.Data, &v2); err != nil {
 			return nil, err
 		}
-		v3 = fromV2(v2)
-	case "v3", "v4":
-		// v4 is v3's shape with MIG devices, which v3 cannot hold.
+		v4 = fromV3(fromV2(v2))
+	case contract.CheckpointV3:
 		var file fileV3
+		var v3 checkpointV3
 		if err := f.unmarshal(data, &file); err != nil {
 			return nil, err
 		}
 		if err := f.open(file.Checksum, file.Data, &v3); err != nil {
+			return nil, err
+		}
+		v4 = fromV3(v3)
+	case contract.CheckpointV4:
+		var file fileV3
+		if err := f.unmarshal(data, &file); err != nil {
+			return nil, err
+		}
+		if err := f.open(file.Checksum, file.Data, &v4); err != nil {
 			return nil, err
 		}
 	default:
@@ -260,7 +269,7 @@ func (f *File) Load() (*Checkpoint, error) {
 			"slice, move the file away so that this version starts with an empty checkpoint",
 			ErrUnsupportedVersion, f.path, version, Latest)
 	}
-	return fromV3(v3), nil
+	return fromV4(v4), nil
 }
 
 func (f *File) unmarshal(data []byte, out any) error {
