@@ -269,6 +269,18 @@ func (p *Plugin) rollback(uid string) error {
 	return err
 }
 
+// removeLeftovers removes a spec and accounting dir the checkpoint does not
+// record, if the claim has any.
+func (p *Plugin) removeLeftovers(uid string) error {
+	_, specErr := os.Stat(p.cdi.Path(uid))
+	_, dirErr := os.Lstat(p.accountingDir(uid))
+	if errors.Is(specErr, os.ErrNotExist) && errors.Is(dirErr, os.ErrNotExist) {
+		return nil
+	}
+	p.log.Info("removing the files of a claim the checkpoint does not hold, unprepared by the kubelet", "uid", uid)
+	return p.rollback(uid)
+}
+
 // UnprepareResourceClaims removes each claim's spec, accounting directory
 // and checkpoint entry. Claims not prepared here are not an error.
 func (p *Plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
@@ -289,6 +301,12 @@ func (p *Plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 		uid := string(c.UID)
 		results[c.UID] = nil
 		if _, ok := cp.Claims[uid]; !ok {
+			// Not prepared here, or left out of a rebuilt checkpoint with
+			// its files kept while its container ran: they go now.
+			if err := p.removeLeftovers(uid); err != nil {
+				p.metrics.UnprepareErrors.Inc()
+				results[c.UID] = fmt.Errorf("unprepare claim %s: %w", c, err)
+			}
 			continue
 		}
 		if err := p.rollback(uid); err != nil {

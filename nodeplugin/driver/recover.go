@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuslice/gpuslice/contract"
@@ -49,46 +50,98 @@ func (p *Plugin) reconcileWithCheckpoint(ctx context.Context) error {
 			return fmt.Errorf("restore claim %s/%s: %w", c.Namespace, c.Name, err)
 		}
 	}
-	if err := p.removeOrphans(cp); err != nil {
+	if err := p.removeOrphans(ctx, cp); err != nil {
 		return err
 	}
 	return p.saveCheckpoint(cp)
 }
 
 // removeOrphans deletes specs and accounting dirs of claims the checkpoint
-// does not hold (left by a checkpoint that was lost or rebuilt).
-func (p *Plugin) removeOrphans(cp *checkpoint.Checkpoint) error {
+// does not hold (left by a checkpoint that was lost or rebuilt), except
+// those of claims the API server shows allocated here and in use: a
+// rebuild leaves out a claim it cannot check (its package unreadable, its
+// device no longer offered) whose container still runs on that spec and
+// accounts in that dir. Their files go when the kubelet unprepares them.
+// When the API server cannot tell, every such file stays until a later
+// start or the claim's unprepare.
+func (p *Plugin) removeOrphans(ctx context.Context, cp *checkpoint.Checkpoint) error {
 	prefix := strings.TrimSuffix(cdispec.SpecName("X"), "X.json")
 	entries, err := os.ReadDir(p.cfg.CDIDir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("list CDI specs: %w", err)
 	}
+	var specs, dirs []string
 	for _, e := range entries {
 		uid, ok := strings.CutPrefix(e.Name(), prefix)
 		uid, json := strings.CutSuffix(uid, ".json")
-		if !ok || !json {
-			continue
+		if _, known := cp.Claims[uid]; ok && json && !known {
+			specs = append(specs, uid)
 		}
-		if _, known := cp.Claims[uid]; !known {
+	}
+	accounting, err := os.ReadDir(p.cfg.AccountingRoot)
+	if err != nil {
+		return fmt.Errorf("list accounting dirs: %w", err)
+	}
+	for _, d := range accounting {
+		if _, known := cp.Claims[d.Name()]; !known && d.IsDir() {
+			dirs = append(dirs, d.Name())
+		}
+	}
+	if len(specs) == 0 && len(dirs) == 0 {
+		return nil
+	}
+	inUse := map[string]bool{}
+	claims, err := p.claimsInUseHere(ctx)
+	if err != nil {
+		p.log.Error(err, "keeping the files of claims the checkpoint does not hold: the API server cannot tell whether their containers still run", "specs", specs, "accountingDirs", dirs)
+		return nil
+	}
+	for _, c := range claims {
+		inUse[string(c.UID)] = true
+		if _, known := cp.Claims[string(c.UID)]; !known {
+			p.log.Info("keeping the files of a claim in use on this node that the checkpoint does not hold; they go when the kubelet unprepares it", "claim", c.Namespace+"/"+c.Name, "uid", c.UID)
+		}
+	}
+	for _, uid := range specs {
+		if !inUse[uid] {
 			p.log.Info("removing the CDI spec of a claim not prepared here", "uid", uid)
 			if err := p.cdi.Remove(uid); err != nil {
 				return err
 			}
 		}
 	}
-	dirs, err := os.ReadDir(p.cfg.AccountingRoot)
-	if err != nil {
-		return fmt.Errorf("list accounting dirs: %w", err)
-	}
-	for _, d := range dirs {
-		if _, known := cp.Claims[d.Name()]; !known && d.IsDir() {
-			p.log.Info("removing the accounting dir of a claim not prepared here", "uid", d.Name())
-			if err := os.RemoveAll(p.accountingDir(d.Name())); err != nil {
+	for _, uid := range dirs {
+		if !inUse[uid] {
+			p.log.Info("removing the accounting dir of a claim not prepared here", "uid", uid)
+			if err := os.RemoveAll(p.accountingDir(uid)); err != nil {
 				return fmt.Errorf("remove stale accounting dir: %w", err)
 			}
 		}
 	}
 	return nil
+}
+
+// claimsInUseHere lists the claims allocated to this node's devices and
+// reserved for a pod: those the kubelet has prepared or will.
+func (p *Plugin) claimsInUseHere(ctx context.Context) ([]*resourceapi.ResourceClaim, error) {
+	list, err := p.cfg.Client.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list resource claims: %w", err)
+	}
+	var out []*resourceapi.ResourceClaim
+	for i := range list.Items {
+		claim := &list.Items[i]
+		if claim.Status.Allocation == nil || len(claim.Status.ReservedFor) == 0 {
+			continue
+		}
+		for _, r := range claim.Status.Allocation.Devices.Results {
+			if r.Driver == contract.DriverName && r.Pool == p.cfg.NodeName {
+				out = append(out, claim)
+				break
+			}
+		}
+	}
+	return out, nil
 }
 
 // EventReasonCheckpointRebuilt is the reason of the Warning event a plugin
@@ -139,26 +192,16 @@ func (p *Plugin) loadOrRebuildCheckpoint(ctx context.Context) (*checkpoint.Check
 	return cp, nil
 }
 
-// rebuildCheckpoint lists the claims allocated to this node's devices and
-// reserved for a pod: those the kubelet has prepared or will.
+// rebuildCheckpoint records the claims in use on this node as prepared. A
+// claim it cannot check is left out (and refused at its next prepare);
+// removeOrphans keeps its files while its container runs.
 func (p *Plugin) rebuildCheckpoint(ctx context.Context) (*checkpoint.Checkpoint, error) {
-	list, err := p.cfg.Client.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	claims, err := p.claimsInUseHere(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list resource claims: %w", err)
+		return nil, err
 	}
 	cp := checkpoint.New(p.bootID)
-	for i := range list.Items {
-		claim := &list.Items[i]
-		if claim.Status.Allocation == nil || len(claim.Status.ReservedFor) == 0 {
-			continue
-		}
-		onNode := false
-		for _, r := range claim.Status.Allocation.Devices.Results {
-			onNode = onNode || (r.Driver == contract.DriverName && r.Pool == p.cfg.NodeName)
-		}
-		if !onNode {
-			continue
-		}
+	for _, claim := range claims {
 		entry, err := p.checkpointEntry(ctx, claim)
 		if err != nil {
 			p.log.Error(err, "claim left out of the rebuilt checkpoint")
