@@ -76,8 +76,10 @@ func TestNodePluginUpgradeAndRollback(t *testing.T) {
 // A newer plugin's format (v99 here) on the node: the current plugin,
 // restarted by the DaemonSet, rebuilds its checkpoint from the API server,
 // says so in an Event and a metric, keeps the file, and keeps serving the
-// claim. The previous release, which has no such rebuild, refuses the v3
-// file and stops without touching it, so rolling forward again recovers.
+// claim. The platform refuses to roll the plugin back to the previous
+// release, which cannot read v3; forced past it, that release, which has
+// no such rebuild, refuses the v3 file and stops without touching it, so
+// rolling forward again recovers.
 func TestRollbackOverNewerCheckpoint(t *testing.T) {
 	env := realnodetest.Shared(t)
 	previous := pushPreviousNodePlugin(t, env, "0.1.0-"+previous.Commit[:7])
@@ -120,12 +122,44 @@ func TestRollbackOverNewerCheckpoint(t *testing.T) {
 	s.requireLimited(shared)
 
 	// Rollback to the previous release, any_size left out (it has no such
-	// flag): it cannot read format v3 and stops, leaving the file as it is.
+	// flag): the platform refuses it at plan time, naming the claim and its
+	// node, and the DaemonSet keeps the current image.
 	v3, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.apply(config{image: previous, jobs: withShare.jobs})
+	claims, err := client.ResourceV1().ResourceClaims(s.tenant).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claimRef string
+	for _, c := range claims.Items {
+		if string(c.UID) == shared.claim {
+			claimRef = c.Namespace + "/" + c.Name
+		}
+	}
+	err = s.cli("apply", config{image: previous, jobs: withShare.jobs})
+	for _, want := range []string{"gpuslice_platform.this.node_plugin.image", claimRef + " (any-size, on node " + node.Name + ")", "checkpoint format v3", "Delete those workloads"} {
+		if claimRef == "" || err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("the rollback to the previous release while claim %s (%s) holds a share: %v; want a refusal saying %q", claimRef, shared.claim, err, want)
+		}
+	}
+	ds, err := client.AppsV1().DaemonSets(s.platform).Get(ctx, "gpuslice-nodeplugin", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ds.Spec.Template.Spec.Containers[0].Image; got != current {
+		t.Fatalf("after the refused rollback the plugin's image is %s, want %s", got, current)
+	}
+	s.requireLimited(shared)
+
+	// Forced past gpuslice (the DaemonSet's image set by hand), the
+	// previous release cannot read format v3 and stops, leaving the file
+	// as it is.
+	ds.Spec.Template.Spec.Containers[0].Image = previous
+	if _, err := client.AppsV1().DaemonSets(s.platform).Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	var logs string
 	realnodetest.Eventually(t, 3*time.Minute, "the previous release's plugin on "+node.Name+" refusing the v3 checkpoint", func() (bool, string) {
 		p := s.pluginPodRunning(node, previous)
