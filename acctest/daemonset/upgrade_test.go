@@ -156,7 +156,9 @@ func TestRollbackOverNewerCheckpoint(t *testing.T) {
 	// Forced past gpuslice (the DaemonSet's image set by hand), the
 	// previous release cannot read format v3 and stops, leaving the file
 	// as it is.
-	ds.Spec.Template.Spec.Containers[0].Image = previous
+	plugin := &ds.Spec.Template.Spec.Containers[0]
+	plugin.Image = previous
+	plugin.Args = slices.DeleteFunc(plugin.Args, func(a string) bool { return strings.HasPrefix(a, "--any-size") }) // the previous release has no such flag
 	if _, err := client.AppsV1().DaemonSets(s.platform).Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
