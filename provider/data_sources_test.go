@@ -8,9 +8,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
-
-	"github.com/gpuslice/gpuslice/internal/cluster"
-	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
 // An A100 on its own node, a workload holding a quarter of it: the capacity
@@ -18,14 +15,9 @@ import (
 // GPU free although the 100 % slice itself is unallocated.
 func TestAccDataSources(t *testing.T) {
 	needCluster(t)
-	if own {
-		testenv.Chosen(t, "not run on the cluster at KUBE_CONFIG_PATH: publishes a simulated GPU")
-	}
 	ctx := context.Background()
-	const node, ns = "a100-node", "acc-capacity"
-	if _, err := testCluster.AddNode(ctx, cluster.NodeSpec{Name: node}); err != nil {
-		t.Fatal(err)
-	}
+	const node, ns = "acc-a100-node", "acc-capacity"
+	simulatedNode(t, node)
 	a100 := simulatedGPU{node: node, model: "NVIDIA A100-SXM4-40GB", uuid: "GPU-a100", cc: "8.0.0", arch: "Ampere", driver: "580.95.05", memory: "40Gi"}
 	if err := a100.publish(ctx); err != nil {
 		t.Fatal(err)

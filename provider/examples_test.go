@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,8 +16,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
 // repoRoot is the repository's top directory.
@@ -30,11 +29,10 @@ func repoRoot() string {
 // the real provider binary that `make install` puts in a filesystem mirror:
 // `tofu init` works with no registry, apply creates what the examples
 // declare, a second plan finds nothing to change, destroy removes it.
+// The examples' names get the tests' prefix (team-a is acc-examples,
+// v100-8gi acc-v100-8gi), so nothing of a tester's cluster is in the way.
 func TestAccExamplesOffline(t *testing.T) {
-	needCluster(t)
-	if own {
-		testenv.Chosen(t, "not run on the cluster at KUBE_CONFIG_PATH: applies the examples' fixed names (team-a, v100-8gi)")
-	}
+	withoutSuitePlatform(t)
 	root := repoRoot()
 	tfrc := install(t)
 	work := filepath.Join(t.TempDir(), "examples")
@@ -52,6 +50,8 @@ func TestAccExamplesOffline(t *testing.T) {
 		// Simulated nodes have no kubelet and the control plane no storage
 		// provisioner: pods never start, so apply does not wait for them.
 		data = bytes.ReplaceAll(data, []byte(`wait_for  = "ready"`), []byte(`wait_for  = "none"`))
+		data = exampleNames.ReplaceAll(data, []byte(`"acc-$1"`))
+		data = bytes.ReplaceAll(data, []byte(`"team-a"`), []byte(`"`+examplesNamespace+`"`))
 		name := strings.ReplaceAll(strings.TrimPrefix(f, filepath.Join(root, "examples")+"/"), "/", "_")
 		if err := os.WriteFile(filepath.Join(work, name), data, 0o644); err != nil {
 			t.Fatal(err)
@@ -59,6 +59,11 @@ func TestAccExamplesOffline(t *testing.T) {
 	}
 	applyOffline(t, work, tfrc, []string{"TF_VAR_kubeconfig=" + kubeconfig}, 7)
 }
+
+// exampleNames are the examples' package names.
+var exampleNames = regexp.MustCompile(`"((?:v100|a100)-[a-z0-9]+)"`)
+
+const examplesNamespace = "acc-examples"
 
 var (
 	installOnce sync.Once
@@ -84,7 +89,7 @@ func install(t *testing.T) string {
 }
 
 // applyOffline runs tofu init (from the mirror alone), apply, a plan that
-// must change no resource, and destroy in dir; the workload team-a/ollama
+// must change no resource, and destroy in dir; the workload acc-examples/ollama
 // must exist in between.
 func applyOffline(t *testing.T, dir, tfrc string, extraEnv []string, resources int) {
 	t.Helper()
@@ -100,9 +105,9 @@ func applyOffline(t *testing.T, dir, tfrc string, extraEnv []string, resources i
 	if want := fmt.Sprintf("Apply complete! Resources: %d added", resources); !strings.Contains(out, want) {
 		t.Errorf("apply output lacks %q:\n%s", want, out)
 	}
-	d, err := kube.AppsV1().Deployments("team-a").Get(context.Background(), "ollama", metav1.GetOptions{})
+	d, err := kube.AppsV1().Deployments(examplesNamespace).Get(context.Background(), "ollama", metav1.GetOptions{})
 	if err != nil || d.Spec.Template.Spec.Containers[0].Image != "ollama/ollama:0.24.0" {
-		t.Errorf("Deployment team-a/ollama after apply: %v", err)
+		t.Errorf("Deployment %s/ollama after apply: %v", examplesNamespace, err)
 	}
 	// Outputs may move on (a claim appears); resources must not.
 	out = run(t, dir, env, tofu, "plan", "-input=false", "-no-color")
@@ -110,8 +115,8 @@ func applyOffline(t *testing.T, dir, tfrc string, extraEnv []string, resources i
 		t.Errorf("plan after apply wants changes:\n%s", out)
 	}
 	run(t, dir, env, tofu, "destroy", "-auto-approve", "-input=false", "-no-color")
-	if _, err := kube.AppsV1().Deployments("team-a").Get(context.Background(), "ollama", metav1.GetOptions{}); err == nil {
-		t.Error("Deployment team-a/ollama still there after destroy")
+	if _, err := kube.AppsV1().Deployments(examplesNamespace).Get(context.Background(), "ollama", metav1.GetOptions{}); err == nil {
+		t.Errorf("Deployment %s/ollama still there after destroy", examplesNamespace)
 	}
 }
 

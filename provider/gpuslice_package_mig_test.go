@@ -18,9 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpuslice/gpuslice/contract"
-	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/simnode"
-	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
 func migPackageConfig(name, profile string) string {
@@ -115,14 +113,9 @@ func TestAccMIGPackageInvalid(t *testing.T) {
 // gpuslice_gpus shows the one GPU they are cut from.
 func TestAccMIGCapacity(t *testing.T) {
 	needCluster(t)
-	if own {
-		testenv.Chosen(t, "not run on the cluster at KUBE_CONFIG_PATH: publishes a simulated GPU")
-	}
 	ctx := context.Background()
-	const node, model = "h100-mig-node", "NVIDIA H100 80GB HBM3"
-	if _, err := testCluster.AddNode(ctx, cluster.NodeSpec{Name: node}); err != nil {
-		t.Fatal(err)
-	}
+	const node, model = "acc-h100-mig-node", "NVIDIA H100 80GB HBM3"
+	simulatedNode(t, node)
 	slice := &resourcev1.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: node},
 		Spec:       resourcev1.ResourceSliceSpec{Driver: contract.DriverName, Pool: resourcev1.ResourcePool{Name: node, ResourceSliceCount: 1}, NodeName: ptr.To(node)},

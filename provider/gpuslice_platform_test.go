@@ -12,8 +12,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
 func platformConfig(ns, fractions string) string {
@@ -43,10 +41,7 @@ func platformSettings(ns, fractions string) resource.TestCheckFunc {
 // Not parallel: the platform's fractions and tenant label apply to every
 // package and quota planned meanwhile.
 func TestAccPlatform(t *testing.T) {
-	needCluster(t)
-	if own {
-		testenv.Chosen(t, "not run on the cluster at KUBE_CONFIG_PATH: changes cluster-wide settings")
-	}
+	withoutSuitePlatform(t)
 	const ns = "acc-platform"
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: providers,
@@ -113,6 +108,9 @@ resource "gpuslice_platform" "p" {
     image          = %q
     simulated_gpus = "v100-32gb:1"
     driver_root    = "/run/nvidia/driver"
+    # No node has this label: the DaemonSet's image is made up, and a
+    # tester's GPU nodes must not try to run it.
+    node_selector  = { "gpuslice.dev/acc-no-node" = "true" }
     toleration {
       operator = "Exists"
     }
@@ -140,10 +138,7 @@ func pluginImage(ns, image string) resource.TestCheckFunc {
 // plan, import), shows and restores drift, updates the image in place and
 // removes the plugin when the block goes.
 func TestAccPlatformNodePlugin(t *testing.T) {
-	needCluster(t)
-	if own {
-		testenv.Chosen(t, "not run on the cluster at KUBE_CONFIG_PATH: changes cluster-wide settings")
-	}
+	withoutSuitePlatform(t)
 	const ns = "acc-nodeplugin"
 	v1 := "registry.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5"
 	v2 := "registry.test/gpuslice/gpuslice-nodeplugin:0.1.1@sha256:1111111111111111111111111111111111111111111111111111111111111111"

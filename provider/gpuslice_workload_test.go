@@ -16,15 +16,19 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
-func workloadConfig(ns, kind, image, context string) string {
+// v100 is the GPU model of the plan-time checks' tests: a release of
+// Ollama that does not run on it.
+const v100Model = "Tesla V100-PCIE-32GB"
+
+// workloadConfig is a package of a quarter of model, a quota and an Ollama
+// workload in ns.
+func workloadConfig(ns, model, kind, image, context string) string {
 	return providerBlock() + fmt.Sprintf(`
 resource "gpuslice_package" "small" {
   name      = "%[1]s-8gi"
-  gpu_model = "Tesla V100-PCIE-32GB"
+  gpu_model = %[5]q
   fraction  = 25
 }
 
@@ -58,7 +62,7 @@ resource "gpuslice_workload" "ollama" {
     port = 11434
   }
 }
-`, ns, kind, image, context)
+`, ns, kind, image, context, model)
 }
 
 // controllerImage reads the image of the workload's Deployment or
@@ -89,11 +93,16 @@ func controllerImage(ns, kind, name, want string) resource.TestCheckFunc {
 }
 
 func TestAccWorkload(t *testing.T) {
-	needCluster(t)
-	if own {
-		testenv.Chosen(t, "not run on the cluster at KUBE_CONFIG_PATH: waits for a slice of the simulated GPUs the local control plane publishes")
-	}
+	needSlices(t)
 	const ns = "acc-workload"
+	nodes, err := sliceNodes(context.Background())
+	if err != nil || len(nodes) == 0 {
+		t.Fatalf("nodes publishing %s slices: %v %v", sliceModel, nodes, err)
+	}
+	for i, n := range nodes {
+		nodes[i] = regexp.QuoteMeta(n)
+	}
+	onANode := regexp.MustCompile(`^(` + strings.Join(nodes, "|") + `)$`)
 	status := []string{"phase", "reason", "claim", "node", "device"}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: providers,
@@ -116,13 +125,13 @@ func TestAccWorkload(t *testing.T) {
 		},
 		Steps: []resource.TestStep{
 			{
-				Config: workloadConfig(ns, "deployment", "ollama/ollama:0.24.0", "16384"),
+				Config: workloadConfig(ns, sliceModel, "deployment", "ollama/ollama:0.24.0", "16384"),
 				Check:  controllerImage(ns, "deployment", "ollama", "ollama/ollama:0.24.0"),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("id"), knownvalue.StringExact(ns+"/ollama")),
 					// Apply waited until the replica had its slice and a node.
-					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("node"), knownvalue.StringRegexp(regexp.MustCompile(`^gpu-node-[12]$`))),
-					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("device"), knownvalue.StringRegexp(regexp.MustCompile(`^gpu-0-25pct-\d$`))),
+					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("node"), knownvalue.StringRegexp(onANode)),
+					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("device"), knownvalue.StringRegexp(regexp.MustCompile(`^gpu-\d+-25pct-\d+$`))),
 					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("claim"), knownvalue.StringRegexp(regexp.MustCompile(`^ollama-`))),
 					statecheck.ExpectKnownValue("gpuslice_workload.ollama", tfjsonpath.New("service_address"), knownvalue.StringExact("ollama."+ns+".svc:11434")),
 					statecheck.ExpectIdentity("gpuslice_workload.ollama", map[string]knownvalue.Check{
@@ -132,7 +141,7 @@ func TestAccWorkload(t *testing.T) {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
 			},
 			{
-				Config: workloadConfig(ns, "deployment", "ollama/ollama:0.23.0", "8192"),
+				Config: workloadConfig(ns, sliceModel, "deployment", "ollama/ollama:0.23.0", "8192"),
 				Check:  controllerImage(ns, "deployment", "ollama", "ollama/ollama:0.23.0"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_workload.ollama", plancheck.ResourceActionUpdate)},
@@ -153,7 +162,7 @@ func TestAccWorkload(t *testing.T) {
 						t.Fatalf("edit Deployment: %v", err)
 					}
 				},
-				Config: workloadConfig(ns, "deployment", "ollama/ollama:0.23.0", "8192"),
+				Config: workloadConfig(ns, sliceModel, "deployment", "ollama/ollama:0.23.0", "8192"),
 				Check:  controllerImage(ns, "deployment", "ollama", "ollama/ollama:0.23.0"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{
@@ -164,7 +173,7 @@ func TestAccWorkload(t *testing.T) {
 				},
 			},
 			{
-				Config: workloadConfig(ns, "statefulset", "ollama/ollama:0.23.0", "8192"),
+				Config: workloadConfig(ns, sliceModel, "statefulset", "ollama/ollama:0.23.0", "8192"),
 				Check:  controllerImage(ns, "statefulset", "ollama", "ollama/ollama:0.23.0"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_workload.ollama", plancheck.ResourceActionReplace)},
@@ -178,7 +187,7 @@ func TestAccWorkload(t *testing.T) {
 func TestAccWorkloadInvalid(t *testing.T) {
 	needCluster(t)
 	const ns = "acc-invalid"
-	full := workloadConfig(ns, "deployment", "ollama/ollama:0.24.0", "16384")
+	full := workloadConfig(ns, v100Model, "deployment", "ollama/ollama:0.24.0", "16384")
 	packageAndQuota := full[:strings.Index(full, `resource "gpuslice_workload"`)]
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: providers,
@@ -186,7 +195,7 @@ func TestAccWorkloadInvalid(t *testing.T) {
 			{
 				// The package is planned in the same run, not in the cluster
 				// yet: the check still knows its GPU.
-				Config:      strings.Replace(workloadConfig("acc-fresh", "deployment", "ollama/ollama:0.30.0", "16384"), "wait_for  = \"scheduled\"", "", 1),
+				Config:      strings.Replace(workloadConfig("acc-fresh", v100Model, "deployment", "ollama/ollama:0.30.0", "16384"), "wait_for  = \"scheduled\"", "", 1),
 				PlanOnly:    true,
 				ExpectError: regexp.MustCompile(`Image does not run on this GPU`),
 			},
@@ -209,15 +218,13 @@ func TestAccWorkloadInvalid(t *testing.T) {
 }
 
 // The timeouts block bounds apply's wait: pods on the simulated nodes never
-// become ready, so create fails with the diagnosed status, the objects
-// applied and the resource tainted.
+// become ready, nor within 5 s on a tester's nodes (they pull Ollama's
+// image of gigabytes first, or cannot pull it), so create fails with the
+// diagnosed status, the objects applied and the resource tainted.
 func TestAccWorkloadTimeout(t *testing.T) {
-	needCluster(t)
-	if own {
-		testenv.Chosen(t, "not run on the cluster at KUBE_CONFIG_PATH: relies on nodes that never run pods")
-	}
+	needSlices(t)
 	const ns = "acc-timeout"
-	config := strings.Replace(workloadConfig(ns, "deployment", "ollama/ollama:0.24.0", "16384"), `wait_for  = "scheduled"`, `wait_for  = "ready"
+	config := strings.Replace(workloadConfig(ns, sliceModel, "deployment", "ollama/ollama:0.24.0", "16384"), `wait_for  = "scheduled"`, `wait_for  = "ready"
   timeouts {
     create = "5s"
   }`, 1)

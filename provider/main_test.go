@@ -29,8 +29,9 @@ import (
 var (
 	kubeconfig string
 	kube       kubernetes.Interface
-	// own is true on the tester's cluster: tests that publish simulated GPUs
-	// are skipped there.
+	// own is true on the tester's cluster: tests get slices from its node
+	// plugin (needSlices) and give way for platform tests
+	// (withoutSuitePlatform).
 	own bool
 	// testCluster is the local control plane (nil on the tester's cluster).
 	testCluster *cluster.Cluster
@@ -66,12 +67,21 @@ func runOn(m *testing.M, path string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	kubeconfig, own = path, true
+	kubeconfig, own, restConfig = path, true, cfg
 	if err := setAccEnv(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return m.Run()
+	if err := checkForeignPlatform(context.Background()); err != nil {
+		fmt.Fprintf(os.Stderr, "KUBE_CONFIG_PATH=%s: %v\n", path, err)
+		return 1
+	}
+	code := m.Run()
+	if err := cleanUpTesterCluster(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return code
 }
 
 // setAccEnv points terraform-plugin-testing at bin/tofu and the provider's

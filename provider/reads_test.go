@@ -30,7 +30,7 @@ func readsConfig(n int) string {
 	b.WriteString(`
 resource "gpuslice_package" "p" {
   name      = "acc-reads-8gi"
-  gpu_model = "Tesla V100-PCIE-32GB"
+  gpu_model = "` + sliceModel + `"
   fraction  = 25
 }
 `)
@@ -212,8 +212,11 @@ func unjustifiedReads(reads []engine.Read, freeSlices bool, namespaces ...string
 // name, the published slices and the packages (cluster-scoped), and every
 // claim's allocation only when a workload wants more pods than it runs —
 // the free-slice check.
+//
+// The free-slice check counts what is published: with no slice published
+// it has nothing to read, so the test needs the slices of a node plugin.
 func TestAccPlanReadsOnlyItsNamespaces(t *testing.T) {
-	needCluster(t)
+	needSlices(t)
 	ctx := context.Background()
 	other := "acc-reads-other-tenant"
 	if _, err := cluster.CreateNamespace(ctx, kube, other, nil); err != nil {

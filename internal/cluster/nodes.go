@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
 
@@ -36,6 +37,21 @@ const (
 
 // AddNode registers a Ready node and keeps its lease renewed until Stop.
 func (c *Cluster) AddNode(ctx context.Context, spec NodeSpec) (*corev1.Node, error) {
+	node, err := RegisterNode(ctx, c.client, spec)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.nodes = append(c.nodes, spec.Name)
+	c.mu.Unlock()
+	return node, nil
+}
+
+// RegisterNode registers a Ready node with any API server and creates its
+// lease once: the node stays Ready for the lease's duration (40 s) unless
+// RenewLease is called, as AddNode's heartbeat does. Tests on a cluster of
+// their own (KUBE_CONFIG_PATH) use it for simulated GPU nodes.
+func RegisterNode(ctx context.Context, client kubernetes.Interface, spec NodeSpec) (*corev1.Node, error) {
 	if spec.CPU == "" {
 		spec.CPU = "16"
 	}
@@ -60,7 +76,7 @@ func (c *Cluster) AddNode(ctx context.Context, spec NodeSpec) (*corev1.Node, err
 		labels[k] = v
 	}
 
-	nodes := c.client.CoreV1().Nodes()
+	nodes := client.CoreV1().Nodes()
 	_, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: labels}}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("create node %s: %w", spec.Name, err)
@@ -86,12 +102,9 @@ func (c *Cluster) AddNode(ctx context.Context, spec NodeSpec) (*corev1.Node, err
 	if err != nil {
 		return nil, fmt.Errorf("mark node %s Ready: %w", spec.Name, err)
 	}
-	if err := c.renewLease(ctx, spec.Name); err != nil {
+	if err := RenewLease(ctx, client, spec.Name); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	c.nodes = append(c.nodes, spec.Name)
-	c.mu.Unlock()
 	return node, nil
 }
 
@@ -109,17 +122,17 @@ func (c *Cluster) heartbeat(ctx context.Context) {
 		names := append([]string(nil), c.nodes...)
 		c.mu.Unlock()
 		for _, name := range names {
-			if err := c.renewLease(ctx, name); err != nil && ctx.Err() == nil {
+			if err := RenewLease(ctx, c.client, name); err != nil && ctx.Err() == nil {
 				c.logf("renew lease of node %s: %v", name, err)
 			}
 		}
 	}
 }
 
-// renewLease creates or renews the node's lease in kube-node-lease, as a
+// RenewLease creates or renews the node's lease in kube-node-lease, as a
 // kubelet would.
-func (c *Cluster) renewLease(ctx context.Context, node string) error {
-	leases := c.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+func RenewLease(ctx context.Context, client kubernetes.Interface, node string) error {
+	leases := client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	now := metav1.NewMicroTime(time.Now())
 	lease, err := leases.Get(ctx, node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {

@@ -44,9 +44,10 @@ type State struct {
 	NodePluginImage string `json:"nodePluginImage,omitempty"`
 }
 
-// Env are the shell lines that reach the cluster: KUBECONFIG, and the
+// Env are the shell lines that reach the cluster: KUBECONFIG, the
 // quickstart's variables for installing the node plugin on the real nodes
-// (TF_VAR_*, which OpenTofu and the gpuslice CLI both read).
+// (TF_VAR_*, which OpenTofu and the gpuslice CLI both read), and the
+// slice-check image the acceptance tests run on a slice.
 func (s *State) Env() []string {
 	lines := []string{"export KUBECONFIG=" + s.Kubeconfig}
 	if s.NodePluginImage != "" {
@@ -57,7 +58,10 @@ func (s *State) Env() []string {
 			"export TF_VAR_simulated_gpus="+SimulatedGPU.String(),
 			// The API server listens on loopback; the plugin's pod shares
 			// the host's network.
-			`export TF_VAR_node_plugin_env='{KUBERNETES_SERVICE_HOST="127.0.0.1",KUBERNETES_SERVICE_PORT="`+port+`"}'`)
+			`export TF_VAR_node_plugin_env='{KUBERNETES_SERVICE_HOST="127.0.0.1",KUBERNETES_SERVICE_PORT="`+port+`"}'`,
+			// The acceptance tests run it in a container on a slice
+			// (KUBE_CONFIG_PATH=… make testacc).
+			"export GPUSLICE_TEST_SLICE_CHECK_IMAGE="+images.SliceCheck)
 	}
 	return lines
 }
