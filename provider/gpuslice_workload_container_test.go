@@ -112,23 +112,28 @@ func quarterMiB(ctx context.Context) (int64, error) {
 // logsOfWorkload waits until the log of the workload's one pod holds want
 // (slice-check's last line) and returns it.
 func logsOfWorkload(ns, name, want string) (string, error) {
-	var logs string
+	var logs, state string
 	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "gpuslice.dev/workload=" + name})
-		if err != nil || len(pods.Items) != 1 {
-			logs = fmt.Sprintf("pods of workload %s/%s: %d (%v)", ns, name, len(pods.Items), err)
+		if err != nil {
 			return false, nil
 		}
-		data, err := kube.CoreV1().Pods(ns).GetLogs(pods.Items[0].Name, nil).DoRaw(ctx)
+		if len(pods.Items) != 1 {
+			state = fmt.Sprintf("%d pods", len(pods.Items))
+			return false, nil
+		}
+		pod := pods.Items[0]
+		state = fmt.Sprintf("pod %s %s on %s: %+v", pod.Name, pod.Status.Phase, pod.Spec.NodeName, pod.Status.ContainerStatuses)
+		data, err := kube.CoreV1().Pods(ns).GetLogs(pod.Name, nil).DoRaw(ctx)
 		if err != nil {
-			logs = err.Error()
+			state += "; logs: " + err.Error()
 			return false, nil
 		}
 		logs = string(data)
 		return strings.Contains(logs, want), nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("no %q in the log of workload %s/%s's pod after 2 minutes: %s", want, ns, name, logs)
+		return "", fmt.Errorf("no %q in the log of workload %s/%s's pod after 2 minutes (%s):\n%s", want, ns, name, state, logs)
 	}
 	return logs, nil
 }

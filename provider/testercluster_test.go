@@ -93,12 +93,23 @@ var (
 	suiteInstalled bool
 )
 
+// namespacesBefore are the tester's cluster's namespaces before the run:
+// the clean-up deletes only namespaces the tests made.
+var namespacesBefore = map[string]bool{}
+
 func existingPlatform() bool { return os.Getenv(envPlatform) == "existing" }
 
 // checkForeignPlatform refuses a tester's cluster that has a gpuslice
 // platform the tester did not offer: the suite would install a second one
 // beside it.
 func checkForeignPlatform(ctx context.Context) error {
+	nss, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list namespaces: %w", err)
+	}
+	for _, ns := range nss.Items {
+		namespacesBefore[ns.Name] = true
+	}
 	if existingPlatform() {
 		return nil
 	}
@@ -316,6 +327,11 @@ func removeSuitePlatform(ctx context.Context) error {
 		return err
 	}
 	suiteInstalled = false
+	// A platform's destroy leaves its namespace (it is released, like a
+	// tenant's): the suite's is its own.
+	if err := kube.CoreV1().Namespaces().Delete(ctx, suiteNamespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete namespace %s: %w", suiteNamespace, err)
+	}
 	var left string
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := kube.CoreV1().Namespaces().Get(ctx, suiteNamespace, metav1.GetOptions{})
@@ -341,8 +357,20 @@ func cleanUpTesterCluster() error {
 			errs = append(errs, err.Error())
 		}
 	}
-	if err := kube.CoreV1().Namespaces().Delete(ctx, suiteInventory, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		errs = append(errs, fmt.Sprintf("delete namespace %s: %v", suiteInventory, err))
+	// The namespaces the tests made: tenants' (acc-*) and those of the
+	// platforms they applied are released by destroy, not deleted.
+	list, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		errs = append(errs, err.Error())
+	} else {
+		for _, ns := range list.Items {
+			if namespacesBefore[ns.Name] || !(strings.HasPrefix(ns.Name, "acc-") || strings.HasPrefix(ns.Name, "gpuslice-")) {
+				continue
+			}
+			if err := kube.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Sprintf("delete namespace %s: %v", ns.Name, err))
+			}
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("clean-up of the cluster at KUBE_CONFIG_PATH: %s", strings.Join(errs, "; "))
