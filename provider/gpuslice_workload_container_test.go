@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -124,7 +125,7 @@ func logsOfWorkload(ns, name, want string) (string, error) {
 		}
 		pod := pods.Items[0]
 		state = fmt.Sprintf("pod %s %s on %s: %+v", pod.Name, pod.Status.Phase, pod.Spec.NodeName, pod.Status.ContainerStatuses)
-		data, err := kube.CoreV1().Pods(ns).GetLogs(pod.Name, nil).DoRaw(ctx)
+		data, err := kube.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 		if err != nil {
 			state += "; logs: " + err.Error()
 			return false, nil
