@@ -1,0 +1,26 @@
+package view
+
+// Subscribe returns a channel that receives (coalesced) whenever any
+// informer sees a change, and a function ending the subscription.
+func (v *View) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	v.subsMu.Lock()
+	v.subs[ch] = struct{}{}
+	v.subsMu.Unlock()
+	return ch, func() {
+		v.subsMu.Lock()
+		delete(v.subs, ch)
+		v.subsMu.Unlock()
+	}
+}
+
+func (v *View) broadcast() {
+	v.subsMu.Lock()
+	defer v.subsMu.Unlock()
+	for ch := range v.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
