@@ -93,17 +93,47 @@ func WorkloadSelector(w *spec.Workload) map[string]string {
 	return map[string]string{objects.LabelWorkload: w.Name}
 }
 
+// workload renders a workload's objects, in the order they are applied:
+// its claim template, its model volume, what runs its pods, their Service
+// and the preload Job.
 func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
-	var out []objects.Object
 	workloadLabels := map[string]string{"app.kubernetes.io/name": w.Name, objects.LabelWorkload: w.Name}
-	claimLabels := map[string]string{objects.LabelWorkload: w.Name, contract.LabelPackage: w.Package}
+	out, err := appendObject(nil, w.Address, r.claimTemplate(w), "resource.k8s.io/v1", "ResourceClaimTemplate")
+	if err != nil {
+		return nil, err
+	}
+	if w.ModelVolume != nil && w.Kind != spec.KindStatefulSet {
+		if out, err = appendObject(out, w.Address, r.modelVolume(w, workloadLabels), "v1", "PersistentVolumeClaim"); err != nil {
+			return nil, err
+		}
+	}
+	template := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: PodLabels(w), Annotations: podAnnotations(w)}, Spec: r.podSpec(w)}
+	if out, err = r.controller(out, w, template, workloadLabels); err != nil {
+		return nil, err
+	}
+	if w.Expose != nil {
+		if out, err = appendObject(out, w.Address, r.exposeService(w, workloadLabels), "v1", "Service"); err != nil {
+			return nil, err
+		}
+	}
+	if len(w.PreloadModels) > 0 {
+		if out, err = appendObject(out, w.Address, r.preloadJob(w), "batch/v1", "Job"); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
 
+// claimTemplate is the ResourceClaimTemplate each of the workload's pods
+// claims its slices by.
+func (r renderer) claimTemplate(w *spec.Workload) *resourcev1.ResourceClaimTemplate {
+	claimLabels := map[string]string{objects.LabelWorkload: w.Name, contract.LabelPackage: w.Package}
 	pkg := r.packageOf(w.Package)
 	exactly := &resourcev1.ExactDeviceRequest{DeviceClassName: w.Package, Count: int64(w.DevicesPerPod())}
 	if requests := CapacityRequests(pkg); len(requests) > 0 {
 		exactly.Capacity = &resourcev1.CapacityRequirements{Requests: requests}
 	}
-	rct := &resourcev1.ResourceClaimTemplate{
+	return &resourcev1.ResourceClaimTemplate{
 		ObjectMeta: r.meta(w.Address, w.Namespace, ClaimTemplateName(w, pkg), claimLabels),
 		Spec: resourcev1.ResourceClaimTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: claimLabels},
@@ -112,155 +142,156 @@ func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
 			}},
 		},
 	}
-	o, err := object(w.Address, rct, "resource.k8s.io/v1", "ResourceClaimTemplate")
-	if err != nil {
-		return nil, err
-	}
-	out = append(out, o)
+}
 
-	pod := r.podSpec(w)
-	template := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: PodLabels(w), Annotations: podAnnotations(w)}, Spec: pod}
+// modelVolume is the PersistentVolumeClaim of a workload's model volume,
+// for the kinds whose controller makes none.
+func (r renderer) modelVolume(w *spec.Workload, workloadLabels map[string]string) *corev1.PersistentVolumeClaim {
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: r.meta(w.Address, w.Namespace, VolumeName(w), workloadLabels),
+		Spec:       r.volumeSpec(w.ModelVolume),
+	}
+	if w.ModelVolume.DeleteOnDestroy {
+		pvc.Annotations[objects.AnnotationOnDestroy] = "delete"
+	}
+	return pvc
+}
+
+// controller appends what runs the workload's pods (its Deployment,
+// StatefulSet or Job, with what a Job needs beside it) and its autoscaler.
+func (r renderer) controller(out []objects.Object, w *spec.Workload, template corev1.PodTemplateSpec, workloadLabels map[string]string) ([]objects.Object, error) {
 	selector := &metav1.LabelSelector{MatchLabels: WorkloadSelector(w)}
-
-	if w.ModelVolume != nil && w.Kind != spec.KindStatefulSet {
-		pvc := &corev1.PersistentVolumeClaim{
-			ObjectMeta: r.meta(w.Address, w.Namespace, VolumeName(w), workloadLabels),
-			Spec:       r.volumeSpec(w.ModelVolume),
-		}
-		if w.ModelVolume.DeleteOnDestroy {
-			pvc.Annotations[objects.AnnotationOnDestroy] = "delete"
-		}
-		o, err := object(w.Address, pvc, "v1", "PersistentVolumeClaim")
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-
 	var workload runtime.Object
 	var apiVersion, kind string
 	switch w.Kind {
 	case spec.KindDeployment:
 		apiVersion, kind = "apps/v1", "Deployment"
-		workload = &appsv1.Deployment{
-			ObjectMeta: r.meta(w.Address, w.Namespace, w.Name, workloadLabels),
-			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr.To(w.InitialReplicas()),
-				Selector: selector,
-				Template: template,
-				// No surge: a surge pod would need a slice more than the
-				// quota grants and wait for it forever.
-				Strategy: appsv1.DeploymentStrategy{
-					Type: appsv1.RollingUpdateDeploymentStrategyType,
-					RollingUpdate: &appsv1.RollingUpdateDeployment{
-						MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-					},
-				},
-			},
-		}
+		workload = r.deployment(w, template, selector, workloadLabels)
 	case spec.KindStatefulSet:
 		apiVersion, kind = "apps/v1", "StatefulSet"
-		sts := &appsv1.StatefulSet{
-			ObjectMeta: r.meta(w.Address, w.Namespace, w.Name, workloadLabels),
-			Spec: appsv1.StatefulSetSpec{
-				Replicas: ptr.To(w.InitialReplicas()), Selector: selector, Template: template, ServiceName: w.Name,
-			},
-		}
-		if w.ModelVolume != nil {
-			sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
-				ObjectMeta: metav1.ObjectMeta{Name: VolumeName(w), Labels: workloadLabels},
-				Spec:       r.volumeSpec(w.ModelVolume),
-			}}
-			// The StatefulSet's own volumes outlive it unless asked
-			// (Kubernetes' default retention policy keeps them).
-			if w.ModelVolume.DeleteOnDestroy {
-				sts.Spec.VolumeClaimTemplates[0].Annotations = map[string]string{objects.AnnotationOnDestroy: "delete"}
-				sts.Spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
-					WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType}
-			}
-		}
-		workload = sts
+		workload = r.statefulSet(w, template, selector, workloadLabels)
 	case spec.KindJob:
 		apiVersion, kind = "batch/v1", "Job"
-		if w.PyTorchJob() {
-			// The operator makes the pods' Service: no headless one here.
-			o, err := r.pyTorchJob(w, template)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, o)
-			break
-		}
-		if w.TrainJob() {
-			// Trainer makes the pods' Service: no headless one here.
-			objs, err := r.trainJob(w, template)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, objs...)
-			break
-		}
-		if w.Distributed() {
-			job, svc := r.training(w, template)
-			if out, err = appendObject(out, w.Address, svc, "v1", "Service"); err != nil {
-				return nil, err
-			}
-			workload = job
-			break
-		}
-		template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
-		workload = &batchv1.Job{
-			ObjectMeta: r.meta(w.Address, w.Namespace, w.Name, workloadLabels),
-			Spec: batchv1.JobSpec{
-				Parallelism: ptr.To(w.Replicas), Completions: ptr.To(w.Replicas),
-				BackoffLimit: ptr.To[int32](3), Template: template,
-			},
-		}
-	}
-	if workload != nil { // nil for a PyTorchJob or TrainJob, rendered above
-		if w.Autoscaled() {
-			// Plan and apply leave the replica count to the autoscaler.
-			workload.(metav1.Object).GetAnnotations()[objects.AnnotationAutoscaledBy] = autoscaledBy(w)
-		}
-		if out, err = appendObject(out, w.Address, workload, apiVersion, kind); err != nil {
+		var err error
+		if out, workload, err = r.job(out, w, template, workloadLabels); err != nil {
 			return nil, err
 		}
-		hpa, err := r.autoscaler(w, apiVersion, kind)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, hpa...)
 	}
+	if workload == nil { // a PyTorchJob or TrainJob, which job appended
+		return out, nil
+	}
+	if w.Autoscaled() {
+		// Plan and apply leave the replica count to the autoscaler.
+		workload.(metav1.Object).GetAnnotations()[objects.AnnotationAutoscaledBy] = autoscaledBy(w)
+	}
+	out, err := appendObject(out, w.Address, workload, apiVersion, kind)
+	if err != nil {
+		return nil, err
+	}
+	hpa, err := r.autoscaler(w, apiVersion, kind)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, hpa...), nil
+}
 
-	if w.Expose != nil {
-		target := w.Expose.TargetPort
-		if target == 0 {
-			target = w.Expose.Port
-		}
-		svc := &corev1.Service{
-			ObjectMeta: r.meta(w.Address, w.Namespace, w.Name, workloadLabels),
-			Spec: corev1.ServiceSpec{
-				Type:     corev1.ServiceType(w.Expose.Type),
-				Selector: WorkloadSelector(w),
-				Ports: []corev1.ServicePort{{
-					Name: "http", Port: w.Expose.Port, TargetPort: intstr.FromInt32(target), Protocol: corev1.ProtocolTCP,
-				}},
+func (r renderer) deployment(w *spec.Workload, template corev1.PodTemplateSpec, selector *metav1.LabelSelector, workloadLabels map[string]string) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: r.meta(w.Address, w.Namespace, w.Name, workloadLabels),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(w.InitialReplicas()),
+			Selector: selector,
+			Template: template,
+			// No surge: a surge pod would need a slice more than the
+			// quota grants and wait for it forever.
+			Strategy: appsv1.DeploymentStrategy{
+				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+				},
 			},
-		}
-		o, err := object(w.Address, svc, "v1", "Service")
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
+		},
 	}
-	if len(w.PreloadModels) > 0 {
-		o, err := object(w.Address, r.preloadJob(w), "batch/v1", "Job")
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
+}
+
+// statefulSet is a StatefulSet workload's, which makes the model volume of
+// each of its pods.
+func (r renderer) statefulSet(w *spec.Workload, template corev1.PodTemplateSpec, selector *metav1.LabelSelector, workloadLabels map[string]string) *appsv1.StatefulSet {
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: r.meta(w.Address, w.Namespace, w.Name, workloadLabels),
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To(w.InitialReplicas()), Selector: selector, Template: template, ServiceName: w.Name,
+		},
 	}
-	return out, nil
+	if w.ModelVolume != nil {
+		sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
+			ObjectMeta: metav1.ObjectMeta{Name: VolumeName(w), Labels: workloadLabels},
+			Spec:       r.volumeSpec(w.ModelVolume),
+		}}
+		// The StatefulSet's own volumes outlive it unless asked
+		// (Kubernetes' default retention policy keeps them).
+		if w.ModelVolume.DeleteOnDestroy {
+			sts.Spec.VolumeClaimTemplates[0].Annotations = map[string]string{objects.AnnotationOnDestroy: "delete"}
+			sts.Spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType}
+		}
+	}
+	return sts
+}
+
+// job appends what a Job workload needs beside its Job (a distributed
+// Job's headless Service) and returns the Job; a PyTorchJob or TrainJob
+// it appends whole, and returns no Job.
+func (r renderer) job(out []objects.Object, w *spec.Workload, template corev1.PodTemplateSpec, workloadLabels map[string]string) ([]objects.Object, runtime.Object, error) {
+	switch {
+	case w.PyTorchJob():
+		// The operator makes the pods' Service: no headless one here.
+		o, err := r.pyTorchJob(w, template)
+		if err != nil {
+			return nil, nil, err
+		}
+		return append(out, o), nil, nil
+	case w.TrainJob():
+		// Trainer makes the pods' Service: no headless one here.
+		objs, err := r.trainJob(w, template)
+		if err != nil {
+			return nil, nil, err
+		}
+		return append(out, objs...), nil, nil
+	case w.Distributed():
+		job, svc := r.training(w, template)
+		out, err := appendObject(out, w.Address, svc, "v1", "Service")
+		if err != nil {
+			return nil, nil, err
+		}
+		return out, job, nil
+	}
+	template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+	return out, &batchv1.Job{
+		ObjectMeta: r.meta(w.Address, w.Namespace, w.Name, workloadLabels),
+		Spec: batchv1.JobSpec{
+			Parallelism: ptr.To(w.Replicas), Completions: ptr.To(w.Replicas),
+			BackoffLimit: ptr.To[int32](3), Template: template,
+		},
+	}, nil
+}
+
+// exposeService is the Service that exposes a workload's pods.
+func (r renderer) exposeService(w *spec.Workload, workloadLabels map[string]string) *corev1.Service {
+	target := w.Expose.TargetPort
+	if target == 0 {
+		target = w.Expose.Port
+	}
+	return &corev1.Service{
+		ObjectMeta: r.meta(w.Address, w.Namespace, w.Name, workloadLabels),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceType(w.Expose.Type),
+			Selector: WorkloadSelector(w),
+			Ports: []corev1.ServicePort{{
+				Name: "http", Port: w.Expose.Port, TargetPort: intstr.FromInt32(target), Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
 }
 
 func (r renderer) podSpec(w *spec.Workload) corev1.PodSpec {
