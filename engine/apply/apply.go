@@ -76,16 +76,7 @@ type Event struct {
 // Run applies the plan. It returns every object error, joined, or one of
 // *StalePlanError, *ConflictError and *InterruptedError.
 func Run(ctx context.Context, client dynamic.Interface, inv inventory.Store, p *plan.Plan, opts Options) error {
-	if opts.ReplaceTimeout <= 0 {
-		opts.ReplaceTimeout = 10 * time.Minute
-	}
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = 8
-	}
-	progress := opts.Progress
-	if progress == nil {
-		progress = func(Event) {}
-	}
+	opts = opts.withDefaults()
 	if nothingToDo(p) {
 		return nil
 	}
@@ -112,74 +103,11 @@ func Run(ctx context.Context, client dynamic.Interface, inv inventory.Store, p *
 	defer stopFence()
 	h := &halt{stop: opts.Stop, fence: inv.Fence(fenceCtx, p.Stack, version)}
 
-	byLevel := map[int][]plan.Change{}
-	var prunes []plan.Change
-	for _, c := range p.Changes {
-		switch c.Action {
-		case plan.Create, plan.Update, plan.Replace:
-			k, _ := objects.KindOf(c.Ref.Group, c.Ref.Kind)
-			byLevel[k.Level] = append(byLevel[k.Level], c)
-		case plan.Delete, plan.Release:
-			prunes = append(prunes, c)
-		}
-	}
-	levels := make([]int, 0, len(byLevel))
-	for l := range byLevel {
-		levels = append(levels, l)
-	}
-	sort.Ints(levels)
-	var failedLevel error
-	for _, l := range levels {
-		// A level builds on the one before (a quota's namespace, a
-		// workload's claim template): stop at the first failing level.
-		failedLevel = parallel(byLevel[l], opts.Concurrency, h, func(c plan.Change) error {
-			r.start(c.Ref)
-			start := time.Now()
-			restored, err := applyOne(ctx, client, c, opts)
-			r.finish(err)
-			progress(Event{Address: c.Address, Ref: c.Ref, Action: c.Action, Duration: time.Since(start), Err: err, Restored: restored})
-			return err
-		})
-		if failedLevel != nil || h.halted() != nil {
-			break
-		}
-		waitQuotasObserved(ctx, client, p.Stack, byLevel[l])
-	}
-
-	var failed, pruned []objects.Ref
-	var errs []error
+	byLevel, prunes := sortChanges(p.Changes)
+	failedLevel := r.applyLevels(ctx, client, byLevel, h, opts)
+	var pr pruned
 	if failedLevel == nil {
-		sort.SliceStable(prunes, func(i, j int) bool {
-			ki, _ := objects.KindOf(prunes[i].Ref.Group, prunes[i].Ref.Kind)
-			kj, _ := objects.KindOf(prunes[j].Ref.Group, prunes[j].Ref.Kind)
-			return ki.Level > kj.Level
-		})
-		// Objects of the inventory that were gone when planning but exist
-		// now were created meanwhile by a writer this one beat: they are
-		// not in the configuration, so they go too.
-		if h.halted() == nil {
-			appeared, err := reappeared(ctx, client, p)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			prunes = append(prunes, appeared...)
-		}
-		for _, c := range prunes {
-			if h.halted() != nil {
-				failed = append(failed, c.Ref) // not pruned: stays recorded
-				continue
-			}
-			start := time.Now()
-			err := pruneOne(ctx, client, c)
-			r.done++
-			progress(Event{Address: c.Address, Ref: c.Ref, Action: c.Action, Duration: time.Since(start), Err: err})
-			if err != nil {
-				failed = append(failed, c.Ref)
-				errs = append(errs, err)
-			} else {
-				pruned = append(pruned, c.Ref)
-			}
-		}
+		pr = r.pruneAll(ctx, client, prunes, h, opts.Progress)
 	}
 	lost = h.conflict()
 	stopFence()
@@ -196,16 +124,128 @@ func Run(ctx context.Context, client dynamic.Interface, inv inventory.Store, p *
 		// have created, and the next plan finishes the job.
 		return failedLevel
 	}
-	keep := append(append([]objects.Ref(nil), p.Desired...), failed...)
+	return r.narrow(ctx, client, inv, version, w, h, pr)
+}
+
+// withDefaults fills in the options left unset.
+func (o Options) withDefaults() Options {
+	if o.ReplaceTimeout <= 0 {
+		o.ReplaceTimeout = 10 * time.Minute
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 8
+	}
+	if o.Progress == nil {
+		o.Progress = func(Event) {}
+	}
+	return o
+}
+
+// sortChanges sorts the changes into the writes of each level and the
+// prunes.
+func sortChanges(changes []plan.Change) (byLevel map[int][]plan.Change, prunes []plan.Change) {
+	byLevel = map[int][]plan.Change{}
+	for _, c := range changes {
+		switch c.Action {
+		case plan.Create, plan.Update, plan.Replace:
+			k, _ := objects.KindOf(c.Ref.Group, c.Ref.Kind)
+			byLevel[k.Level] = append(byLevel[k.Level], c)
+		case plan.Delete, plan.Release:
+			prunes = append(prunes, c)
+		}
+	}
+	return byLevel, prunes
+}
+
+// applyLevels writes the levels in order, each level's objects
+// concurrently, and returns the first failing level's errors.
+func (r *run) applyLevels(ctx context.Context, client dynamic.Interface, byLevel map[int][]plan.Change, h *halt, opts Options) error {
+	levels := make([]int, 0, len(byLevel))
+	for l := range byLevel {
+		levels = append(levels, l)
+	}
+	sort.Ints(levels)
+	for _, l := range levels {
+		// A level builds on the one before (a quota's namespace, a
+		// workload's claim template): stop at the first failing level.
+		failedLevel := parallel(byLevel[l], opts.Concurrency, h, func(c plan.Change) error {
+			r.start(c.Ref)
+			start := time.Now()
+			restored, err := applyOne(ctx, client, c, opts)
+			r.finish(err)
+			opts.Progress(Event{Address: c.Address, Ref: c.Ref, Action: c.Action, Duration: time.Since(start), Err: err, Restored: restored})
+			return err
+		})
+		if failedLevel != nil {
+			return failedLevel
+		}
+		if h.halted() != nil {
+			return nil
+		}
+		waitQuotasObserved(ctx, client, r.p.Stack, byLevel[l])
+	}
+	return nil
+}
+
+// pruned is what pruning did: the objects it removed, those it failed to
+// or left when halted, and its errors.
+type pruned struct {
+	removed, failed []objects.Ref
+	errs            []error
+}
+
+// pruneAll removes the objects of prunes, and those of the inventory that
+// reappeared, outermost level first; once halted it removes no more.
+func (r *run) pruneAll(ctx context.Context, client dynamic.Interface, prunes []plan.Change, h *halt, progress func(Event)) pruned {
+	var out pruned
+	sort.SliceStable(prunes, func(i, j int) bool {
+		ki, _ := objects.KindOf(prunes[i].Ref.Group, prunes[i].Ref.Kind)
+		kj, _ := objects.KindOf(prunes[j].Ref.Group, prunes[j].Ref.Kind)
+		return ki.Level > kj.Level
+	})
+	// Objects of the inventory that were gone when planning but exist
+	// now were created meanwhile by a writer this one beat: they are
+	// not in the configuration, so they go too.
+	if h.halted() == nil {
+		appeared, err := reappeared(ctx, client, r.p)
+		if err != nil {
+			out.errs = append(out.errs, err)
+		}
+		prunes = append(prunes, appeared...)
+	}
+	for _, c := range prunes {
+		if h.halted() != nil {
+			out.failed = append(out.failed, c.Ref) // not pruned: stays recorded
+			continue
+		}
+		start := time.Now()
+		err := pruneOne(ctx, client, c)
+		r.done++
+		progress(Event{Address: c.Address, Ref: c.Ref, Action: c.Action, Duration: time.Since(start), Err: err})
+		if err != nil {
+			out.failed = append(out.failed, c.Ref)
+			out.errs = append(out.errs, err)
+		} else {
+			out.removed = append(out.removed, c.Ref)
+		}
+	}
+	return out
+}
+
+// narrow records in the inventory what the apply leaves: the desired
+// objects and those pruning failed to remove, or, interrupted, what was
+// there less what was pruned plus what this apply wrote.
+func (r *run) narrow(ctx context.Context, client dynamic.Interface, inv inventory.Store, version string, w plan.Writer, h *halt, pr pruned) error {
+	p, errs := r.p, pr.errs
+	keep := append(append([]objects.Ref(nil), p.Desired...), pr.failed...)
 	var stopped error
 	if stopped = h.halted(); stopped != nil {
-		// Interrupted: what was there, less what was pruned, plus what
-		// this apply wrote.
-		keep = append(minus(p.Applied, pruned), r.startedRefs()...)
+		keep = append(minus(p.Applied, pr.removed), r.startedRefs()...)
 	} else {
 		w.Complete = len(errs) == 0
 	}
 	if _, err := inv.Write(ctx, p.Stack, keep, version, w); err != nil {
+		var lost *inventory.ConflictError
 		if errors.As(err, &lost) {
 			err = errors.Join(&ConflictError{Stack: p.Stack, By: lost.By, Started: true, Done: r.done, Total: r.total},
 				recordMissing(ctx, client, inv, p.Stack, keep, w))
