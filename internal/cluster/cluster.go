@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -90,22 +89,6 @@ type Cluster struct {
 	beatsDone chan struct{}
 }
 
-// controllerFlags is the controller-manager's --controllers, if set.
-func (c *Cluster) controllerFlags() []string {
-	if c.controllers == "" {
-		return nil
-	}
-	return []string{"--controllers=" + c.controllers}
-}
-
-// featureGates is the --feature-gates flag of every component, if any.
-func (c *Cluster) featureGates() []string {
-	if c.gates == "" {
-		return nil
-	}
-	return []string{"--feature-gates=" + c.gates}
-}
-
 // Start runs etcd, kube-apiserver, kube-scheduler and
 // kube-controller-manager and returns once all of them report healthy and
 // the controller-manager has created the `default` service account. On
@@ -168,6 +151,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
+// start writes the cluster's credentials and starts etcd, the API server,
+// the scheduler and the controller-manager in dir, each once the one it
+// needs is healthy.
 func (c *Cluster) start(ctx context.Context, bins map[string]string, apiPort int) error {
 	certDir := filepath.Join(c.Dir, "pki")
 	logDir := filepath.Join(c.Dir, "logs")
@@ -198,6 +184,29 @@ func (c *Cluster) start(ctx context.Context, bins map[string]string, apiPort int
 	if apiPort == 0 {
 		apiPort = ports[4]
 	}
+	if err := c.connect(apiPort, schedulerToken); err != nil {
+		return err
+	}
+	if err := c.startEtcd(ctx, bins[Etcd], etcdPort, peerPort, logDir); err != nil {
+		return err
+	}
+	if err := c.startAPIServer(ctx, bins[KubeAPIServer], apiPort, keys, tokenFile, logDir); err != nil {
+		return err
+	}
+	if err := c.startControllers(ctx, bins, schedPort, cmPort, keys, logDir); err != nil {
+		return err
+	}
+
+	beatCtx, cancel := context.WithCancel(context.Background())
+	c.stopBeats = cancel
+	c.beatsDone = make(chan struct{})
+	go c.heartbeat(beatCtx)
+	return nil
+}
+
+// connect writes the admin's and the scheduler's kubeconfigs for the API
+// server at apiPort, and makes the cluster's own client.
+func (c *Cluster) connect(apiPort int, schedulerToken string) error {
 	c.Host = "https://127.0.0.1:" + strconv.Itoa(apiPort)
 	c.KubeconfigPath = filepath.Join(c.Dir, "kubeconfig")
 	if err := writeKubeconfig(c.KubeconfigPath, c.Host, c.CAData, "admin", c.Token); err != nil {
@@ -212,146 +221,7 @@ func (c *Cluster) start(ctx context.Context, bins map[string]string, apiPort int
 		return err
 	}
 	c.client = client
-
-	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
-	c.etcdURL = etcdURL
-	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
-	c.logf("starting etcd on %s", etcdURL)
-	etcd, err := c.run(Etcd, bins[Etcd], []string{
-		"--name=default",
-		"--data-dir=" + filepath.Join(c.Dir, "etcd"),
-		"--listen-client-urls=" + etcdURL,
-		"--advertise-client-urls=" + etcdURL,
-		"--listen-peer-urls=" + peerURL,
-		"--initial-advertise-peer-urls=" + peerURL,
-		"--initial-cluster=default=" + peerURL,
-		"--unsafe-no-fsync", // test data: durability across power loss is not needed
-		"--log-level=warn",
-	}, logDir)
-	if err != nil {
-		return err
-	}
-	if err := c.waitHealthy(ctx, etcd, etcdURL+"/health", false); err != nil {
-		return err
-	}
-
-	c.logf("starting kube-apiserver on %s", c.Host)
-	apiserver, err := c.run(KubeAPIServer, bins[KubeAPIServer], append([]string{
-		"--etcd-servers=" + etcdURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(apiPort),
-		// The default reconciler refuses a loopback advertise address.
-		"--endpoint-reconciler-type=none",
-		"--tls-cert-file=" + keys.ServingCert,
-		"--tls-private-key-file=" + keys.ServingKey,
-		"--token-auth-file=" + tokenFile,
-		"--authorization-mode=RBAC",
-		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file=" + keys.SAPublicKey,
-		"--service-account-signing-key-file=" + keys.SAPrivateKey,
-		"--service-cluster-ip-range=10.96.0.0/16",
-		// Real clusters allow privileged pods; gpuslice's admission policies
-		// are what refuse them in tenant namespaces, so tests must see those.
-		"--allow-privileged=true",
-		// Real local nodes are named, not resolvable: reach kubelets (logs,
-		// exec) at their InternalIP.
-		"--kubelet-preferred-address-types=InternalIP,Hostname",
-		"--profiling=false",
-	}, c.featureGates()...), logDir)
-	if err != nil {
-		return err
-	}
-	if err := c.waitHealthy(ctx, apiserver, c.Host+"/readyz", true); err != nil {
-		return err
-	}
-
-	kubeconfig := func(path string) []string {
-		return []string{"--kubeconfig=" + path, "--authentication-kubeconfig=" + path, "--authorization-kubeconfig=" + path}
-	}
-	common := []string{
-		"--leader-elect=false",
-		"--bind-address=127.0.0.1",
-		"--profiling=false",
-	}
-	common = append(common, c.featureGates()...)
-	if c.qps > 0 {
-		common = append(common, "--kube-api-qps="+strconv.Itoa(c.qps), "--kube-api-burst="+strconv.Itoa(2*c.qps))
-	}
-	c.logf("starting kube-scheduler and kube-controller-manager")
-	scheduler, err := c.run(KubeScheduler, bins[KubeScheduler], append(append([]string{
-		"--secure-port=" + strconv.Itoa(schedPort),
-	}, kubeconfig(c.SchedulerKubeconfigPath)...), common...), logDir)
-	if err != nil {
-		return err
-	}
-	// The controller-manager keeps the admin identity: with
-	// --use-service-account-credentials off it acts as itself for every
-	// controller, and nothing gpuslice admits depends on who it is.
-	controllers, err := c.run(KubeControllerManager, bins[KubeControllerManager], append(append([]string{
-		"--secure-port=" + strconv.Itoa(cmPort),
-		"--service-account-private-key-file=" + keys.SAPrivateKey,
-	}, kubeconfig(c.KubeconfigPath)...), append(common, c.controllerFlags()...)...), logDir)
-	if err != nil {
-		return err
-	}
-	if err := c.waitHealthy(ctx, scheduler, "https://127.0.0.1:"+strconv.Itoa(schedPort)+"/healthz", false); err != nil {
-		return err
-	}
-	if err := c.waitHealthy(ctx, controllers, "https://127.0.0.1:"+strconv.Itoa(cmPort)+"/healthz", false); err != nil {
-		return err
-	}
-	// Pods need the namespace's default service account; its appearance also
-	// proves the controller-manager's controllers are running.
-	if err := WaitForServiceAccount(ctx, c.client, "default"); err != nil {
-		return fmt.Errorf("kube-controller-manager did not create the default service account: %w", err)
-	}
-
-	beatCtx, cancel := context.WithCancel(context.Background())
-	c.stopBeats = cancel
-	c.beatsDone = make(chan struct{})
-	go c.heartbeat(beatCtx)
 	return nil
-}
-
-func (c *Cluster) run(name, binary string, args []string, logDir string) (*proc.Process, error) {
-	p, err := proc.Run(name, binary, logDir, args)
-	if err != nil {
-		return nil, err
-	}
-	c.procs = append(c.procs, p)
-	return p, nil
-}
-
-// waitHealthy polls a health endpoint until it answers 200, the component
-// exits, or ctx ends.
-func (c *Cluster) waitHealthy(ctx context.Context, p *proc.Process, url string, withToken bool) error {
-	client := insecureLoopbackClient()
-	var lastErr error
-	for {
-		if err := p.ExitError(); err != nil {
-			return fmt.Errorf("%w (a port already in use or a bad flag is the usual cause; see its log below)", err)
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if withToken {
-			req.Header.Set("Authorization", "Bearer "+c.Token)
-		}
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			lastErr = fmt.Errorf("%s answered %s", url, resp.Status)
-		} else {
-			lastErr = err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not healthy before the start-up timeout: %v", p.Name, lastErr)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // RESTConfig returns an admin client configuration for the cluster.
