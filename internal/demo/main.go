@@ -50,6 +50,37 @@ func Run(ctx context.Context, opts Options) error {
 }
 
 func (d *demo) run(ctx context.Context, tfConfig string) error {
+	if err := d.prepare(tfConfig); err != nil {
+		return err
+	}
+	d.introduce()
+	qs := filepath.Join(d.work, "examples", "quickstart")
+	ollama, err := d.quickstart(ctx, qs)
+	if err != nil {
+		return err
+	}
+	if err := d.slices(ctx, ollama); err != nil {
+		return err
+	}
+	if err := d.refusedAtPlan(qs); err != nil {
+		return err
+	}
+	if err := d.waiting(ctx); err != nil {
+		return err
+	}
+
+	step(10, "The quickstart's outputs")
+	if err := d.cmd(qs, "tofu", "output", "-no-color"); err != nil {
+		return err
+	}
+	fmt.Printf("\n  Done. The cluster keeps running: export KUBECONFIG=%s\n", d.state.Kubeconfig)
+	fmt.Printf("  `make demo-down` stops everything.\n\n")
+	return nil
+}
+
+// prepare connects to the running dev cluster and copies the examples
+// into the demo's work directory, with the environment the tools run in.
+func (d *demo) prepare(tfConfig string) error {
 	var err error
 	if d.state, err = devcluster.Running(d.dir); err != nil {
 		return err
@@ -83,48 +114,56 @@ func (d *demo) run(ctx context.Context, tfConfig string) error {
 		name, value, _ := strings.Cut(strings.TrimPrefix(l, "export "), "=")
 		d.env = append(d.env, name+"="+strings.Trim(value, "'"))
 	}
+	return nil
+}
 
+// introduce says what runs for real and what is simulated.
+func (d *demo) introduce() {
 	fmt.Printf("\ngpuslice demo: share V100s on Kubernetes, declared in HCL, applied with OpenTofu\n\n")
 	fmt.Printf("  A real control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager v1.37.2) ready in %.1f s\n", float64(d.state.StartupMS)/1000)
 	fmt.Printf("  at %s, and real nodes %s: each a kubelet v1.37.2 with containerd v2.4.2 and runc v1.5.3,\n", d.state.Host, strings.Join(d.state.Nodes, " and "))
 	fmt.Printf("  pulling images from a local registry that holds the gpuslice node plugin's image, built in Go. Everything is\n")
 	fmt.Printf("  built from Go modules. Simulated: only the GPU silicon and its driver — one V100-PCIE-32GB per node (go-nvml's\n")
 	fmt.Printf("  mock in the plugin, a fake libcuda and libnvidia-ml mounted into containers as a real driver's would be).\n\n")
+}
 
+// quickstart applies examples/quickstart (in qs) and shows what it made;
+// it returns the node Ollama runs on.
+func (d *demo) quickstart(ctx context.Context, qs string) (string, error) {
 	step(1, "tofu init && tofu apply on examples/quickstart: the platform (with the node plugin), packages, a quota, Ollama")
 	fmt.Printf("     $ eval \"$(gpuslice dev env)\"   # KUBECONFIG, and TF_VAR_node_plugin_image=%s …\n", d.state.NodePluginImage)
-	qs := filepath.Join(d.work, "examples", "quickstart")
 	if err := d.cmd(qs, "tofu", "init", "-input=false", "-no-color"); err != nil {
-		return err
+		return "", err
 	}
 	if err := d.cmd(qs, "tofu", "apply", "-auto-approve", "-input=false", "-no-color", "-var", "wait_for=scheduled"); err != nil {
-		return err
+		return "", err
 	}
 
 	step(2, "The platform's DaemonSet runs the node plugin from its image on every node; each published its GPU as slices")
 	if err := d.showPluginPods(ctx); err != nil {
-		return err
+		return "", err
 	}
 	if err := showSlices(ctx, d.client); err != nil {
-		return err
+		return "", err
 	}
 
 	step(3, "Packages are DeviceClasses selecting slices by driver, model and fraction")
 	if err := showPackages(ctx, d.client); err != nil {
-		return err
+		return "", err
 	}
 
 	step(4, "team-a's quota: slices per package (0 for the others) and pooled CPU and RAM, and what is used")
 	if err := showQuota(ctx, d.client, "team-a"); err != nil {
-		return err
+		return "", err
 	}
 
 	step(5, "Ollama's claim: allocated by the scheduler, prepared by the kubelet through the node plugin")
-	ollama, err := d.showOllama(ctx)
-	if err != nil {
-		return err
-	}
+	return d.showOllama(ctx)
+}
 
+// slices runs slice-check on two slices of the GPU beside Ollama (on node
+// ollama), then deletes one to show it unprepared.
+func (d *demo) slices(ctx context.Context, ollama string) error {
 	other := d.otherNode(ollama)
 	step(6, fmt.Sprintf("slice-check, a CUDA program from the local registry, on an 8 GiB and a 16 GiB slice of %s's GPU at once", ollama))
 	fmt.Printf("     (%s is cordoned meanwhile, so both land beside Ollama on one V100)\n", other)
@@ -147,32 +186,29 @@ func (d *demo) run(ctx context.Context, tfConfig string) error {
 	if err := d.cmd(d.repo, "gpuslice", "destroy", slicesDir, "-stack", "demo-slices", "-auto-approve"); err != nil {
 		return err
 	}
-	if err := setUnschedulable(ctx, d.client, other, false); err != nil {
-		return err
-	}
+	return setUnschedulable(ctx, d.client, other, false)
+}
 
+// refusedAtPlan shows a mistaken change to the quickstart (in qs) refused
+// at plan.
+func (d *demo) refusedAtPlan(qs string) error {
 	step(8, "A mistaken change fails at plan: a 131072-token context does not fit an 8 GiB slice")
 	if err := d.cmd(qs, "tofu", "plan", "-input=false", "-no-color", "-var", "context_length=131072"); err == nil {
 		return fmt.Errorf("tofu plan with context_length=131072 succeeded; the fit check should have refused it")
 	}
 	fmt.Printf("     (tofu plan exited non-zero, as it should: nothing was changed)\n")
+	return nil
+}
 
+// waiting applies two whole-GPU trainers and shows the one that waits for
+// a slice diagnosed.
+func (d *demo) waiting(ctx context.Context) error {
 	step(9, "Two whole-GPU trainers for team-b, applied with the gpuslice CLI: one gets the free GPU, one waits")
 	waiting := filepath.Join("internal", "demo", "waiting")
 	if err := d.cmd(d.repo, "gpuslice", "apply", waiting, "-stack", "demo-waiting", "-auto-approve"); err != nil {
 		return err
 	}
-	if err := d.waitForSlice(ctx, waiting); err != nil {
-		return err
-	}
-
-	step(10, "The quickstart's outputs")
-	if err := d.cmd(qs, "tofu", "output", "-no-color"); err != nil {
-		return err
-	}
-	fmt.Printf("\n  Done. The cluster keeps running: export KUBECONFIG=%s\n", d.state.Kubeconfig)
-	fmt.Printf("  `make demo-down` stops everything.\n\n")
-	return nil
+	return d.waitForSlice(ctx, waiting)
 }
 
 // otherNode is the real node that is not name.
