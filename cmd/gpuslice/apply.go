@@ -21,98 +21,113 @@ import (
 )
 
 func newApplyCommand() *cobra.Command {
-	var f stackFlags
-	var autoApprove, force, adopt, noWait bool
-	var concurrency int
-	var lf lockFlags
-	var replan bool
+	var a applier
 	cmd := &cobra.Command{
 		Use:   "apply [dir]",
 		Short: "Plan, then change the cluster to match the configuration and wait for the workloads",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			c, err := f.load(stderr, dirArg(args))
-			if err != nil {
-				return err
-			}
-			e, err := f.engine()
-			if err != nil {
-				return err
-			}
-			defer e.Close()
-			// Plan and apply under one lock: nobody else writes the stack
-			// between the plan shown and the apply.
-			w, err := lf.startWriting(cmd, stderr, e, c.Stack.Name, "gpuslice apply", dirArg(args))
-			if err != nil {
-				return err
-			}
-			defer w.end()
-			stop := w.ctx
-			p, err := planStack(stop, e, c, plan.Options{Adopt: adopt})
-			if err != nil {
-				return err
-			}
-			printDiags(stderr, p.Diagnostics)
-			if p.Diagnostics.HasErrors() {
-				return errReported
-			}
-			p.WriteText(out)
-			if p.HasChanges() {
-				ok, err := confirm(cmd, autoApprove, "Do you want to perform these actions?")
-				if err != nil {
-					return err
-				}
-				if !ok {
-					return fmt.Errorf("apply cancelled")
-				}
-				fmt.Fprintln(out)
-				start := time.Now()
-				w.started()
-				opts := apply.Options{ForceConflicts: force, Concurrency: concurrency, Progress: progressPrinter(out), Stop: stop,
-					Writer: plan.Writer{Who: lock.Me() + " (gpuslice apply)", ConfigTime: configTime(dirArg(args))}}
-				if replan {
-					opts.Replanned = func(fresh *plan.Plan) {
-						fmt.Fprintf(out, "The cluster changed since the plan above (-replan): applying a fresh plan:\n\n")
-						fresh.WriteText(out)
-						fmt.Fprintln(out)
-					}
-				}
-				// Requests use the command's context, not stop: a write in
-				// flight finishes even after Ctrl-C.
-				if err := e.Apply(cmd.Context(), p, opts); err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "\nApply complete in %s: %d added, %d changed, %d replaced, %d destroyed, %d released.\n",
-					time.Since(start).Round(100*time.Millisecond), p.Count(plan.Create), p.Count(plan.Update), p.Count(plan.Replace), p.Count(plan.Delete), p.Count(plan.Release))
-			}
-			// Waiting only reads: the lock goes back first, so a reconcile
-			// loop or a colleague need not wait for our workloads.
-			w.lock.release()
-			statuses := map[string]status.Status{}
-			if wait := engine.Changed(c.Stack, p); len(wait) > 0 && !noWait {
-				fmt.Fprintf(out, "\nWaiting for %d workload(s)…\n", len(wait))
-				statuses, err = e.Wait(w.intr.ctx, wait, func(addr string, st status.Status) {
-					fmt.Fprintf(out, "  %s: %s (%s) %s\n", addr, st.Phase, st.Reason, st.Message)
-				})
-				if err != nil {
-					return err
-				}
-			}
-			printOutputs(out, c, statuses)
-			return nil
-		},
+		RunE:  a.run,
 	}
-	f.register(cmd, true)
+	a.f.register(cmd, true)
 	fl := cmd.Flags()
-	fl.BoolVar(&autoApprove, "auto-approve", false, "apply without asking")
-	fl.BoolVar(&force, "force-conflicts", false, "take over fields that another server-side applier manages")
-	fl.BoolVar(&adopt, "adopt", false, "take over objects in the way that no gpuslice stack owns")
-	fl.BoolVar(&noWait, "no-wait", false, "do not wait for workloads (their wait_for is ignored)")
-	fl.IntVar(&concurrency, "parallelism", 8, "objects applied at once within a level")
-	fl.BoolVar(&replan, "replan", false, "if the cluster changed between the plan and the apply (the stale-plan check), apply a fresh plan instead of stopping")
-	lf.register(cmd)
+	fl.BoolVar(&a.autoApprove, "auto-approve", false, "apply without asking")
+	fl.BoolVar(&a.force, "force-conflicts", false, "take over fields that another server-side applier manages")
+	fl.BoolVar(&a.adopt, "adopt", false, "take over objects in the way that no gpuslice stack owns")
+	fl.BoolVar(&a.noWait, "no-wait", false, "do not wait for workloads (their wait_for is ignored)")
+	fl.IntVar(&a.concurrency, "parallelism", 8, "objects applied at once within a level")
+	fl.BoolVar(&a.replan, "replan", false, "if the cluster changed between the plan and the apply (the stale-plan check), apply a fresh plan instead of stopping")
+	a.lf.register(cmd)
 	return cmd
+}
+
+// applier is `gpuslice apply` as its flags configure it.
+type applier struct {
+	f                                         stackFlags
+	lf                                        lockFlags
+	autoApprove, force, adopt, noWait, replan bool
+	concurrency                               int
+}
+
+func (a *applier) run(cmd *cobra.Command, args []string) error {
+	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	c, err := a.f.load(stderr, dirArg(args))
+	if err != nil {
+		return err
+	}
+	e, err := a.f.engine()
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	// Plan and apply under one lock: nobody else writes the stack
+	// between the plan shown and the apply.
+	w, err := a.lf.startWriting(cmd, stderr, e, c.Stack.Name, "gpuslice apply", dirArg(args))
+	if err != nil {
+		return err
+	}
+	defer w.end()
+	p, err := planStack(w.ctx, e, c, plan.Options{Adopt: a.adopt})
+	if err != nil {
+		return err
+	}
+	printDiags(stderr, p.Diagnostics)
+	if p.Diagnostics.HasErrors() {
+		return errReported
+	}
+	p.WriteText(out)
+	if p.HasChanges() {
+		if err := a.applyPlan(cmd, e, w, p, dirArg(args)); err != nil {
+			return err
+		}
+	}
+	// Waiting only reads: the lock goes back first, so a reconcile
+	// loop or a colleague need not wait for our workloads.
+	w.lock.release()
+	statuses := map[string]status.Status{}
+	if wait := engine.Changed(c.Stack, p); len(wait) > 0 && !a.noWait {
+		fmt.Fprintf(out, "\nWaiting for %d workload(s)…\n", len(wait))
+		statuses, err = e.Wait(w.intr.ctx, wait, func(addr string, st status.Status) {
+			fmt.Fprintf(out, "  %s: %s (%s) %s\n", addr, st.Phase, st.Reason, st.Message)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	printOutputs(out, c, statuses)
+	return nil
+}
+
+// applyPlan asks, unless -auto-approve, and applies p, made from the
+// configuration in dir, under w's lock.
+func (a *applier) applyPlan(cmd *cobra.Command, e *engine.Engine, w *writing, p *plan.Plan, dir string) error {
+	out := cmd.OutOrStdout()
+	ok, err := confirm(cmd, a.autoApprove, "Do you want to perform these actions?")
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("apply cancelled")
+	}
+	fmt.Fprintln(out)
+	start := time.Now()
+	w.started()
+	opts := apply.Options{ForceConflicts: a.force, Concurrency: a.concurrency, Progress: progressPrinter(out), Stop: w.ctx,
+		Writer: plan.Writer{Who: lock.Me() + " (gpuslice apply)", ConfigTime: configTime(dir)}}
+	if a.replan {
+		opts.Replanned = func(fresh *plan.Plan) {
+			fmt.Fprintf(out, "The cluster changed since the plan above (-replan): applying a fresh plan:\n\n")
+			fresh.WriteText(out)
+			fmt.Fprintln(out)
+		}
+	}
+	// Requests use the command's context, not stop: a write in
+	// flight finishes even after Ctrl-C.
+	if err := e.Apply(cmd.Context(), p, opts); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nApply complete in %s: %d added, %d changed, %d replaced, %d destroyed, %d released.\n",
+		time.Since(start).Round(100*time.Millisecond), p.Count(plan.Create), p.Count(plan.Update), p.Count(plan.Replace), p.Count(plan.Delete), p.Count(plan.Release))
+	return nil
 }
 
 func progressPrinter(w io.Writer) func(apply.Event) {
