@@ -208,15 +208,8 @@ func Serve(opts ServeOptions) error {
 	defer stop()
 	dir, binDir := opts.Dir, opts.BinDir
 	logf := func(f string, a ...any) { fmt.Printf(f+"\n", a...) }
-	if opts.MIGNodes > 0 {
-		if _, err := simulate.ParseNode(opts.MIGGPUs); err != nil {
-			return fmt.Errorf("--mig-gpus: %w", err)
-		}
-	}
-	if opts.RealNodes+opts.MIGNodes > 0 {
-		if err := realnode.Check(binDir); err != nil {
-			return fmt.Errorf("%w (or run only simulated nodes: --real-nodes 0 --nodes 2)", err)
-		}
+	if err := checkServeOptions(opts); err != nil {
+		return err
 	}
 	// Each start is a fresh cluster: node state of an earlier one
 	// (checkpoints of claims that no longer exist) would only mislead.
@@ -235,68 +228,17 @@ func Serve(opts ServeOptions) error {
 		return err
 	}
 	failed := make(chan error, opts.SimulatedNodes+opts.RealNodes+opts.MIGNodes)
-
+	// The nodes, their plugins and the registry stop before the storage
+	// and the control plane.
+	var stops stopStack
+	defer stops.run()
 	if opts.RealNodes+opts.MIGNodes > 0 {
-		reg, err := localregistry.Start()
-		if err != nil {
+		if err := startRealNodes(ctx, opts, c, &s, &stops, failed, logf); err != nil {
 			return err
-		}
-		defer reg.Stop()
-		s.Registry = reg.URL
-		if err := realnode.PushImages(ctx, reg, binDir); err != nil {
-			return err
-		}
-		if s.NodePluginImage, err = realnode.PushBuiltNodePluginImage(ctx, reg, binDir, "0.1.0"); err != nil {
-			return err
-		}
-		var real []realnode.Options
-		for i := 1; i <= opts.RealNodes; i++ {
-			real = append(real, realnode.Options{Name: fmt.Sprintf("gpu-node-%d", i)})
-		}
-		// A MIG node runs its own plugin on its own simulated GPUs: the
-		// platform's DaemonSet simulates V100s on every node it selects.
-		for i := 1; i <= opts.MIGNodes; i++ {
-			real = append(real, realnode.Options{Name: fmt.Sprintf("mig-node-%d", i), OutsideDaemonSet: true,
-				NodePlugin: &realnode.NodePluginOptions{GPUs: opts.MIGGPUs}})
-		}
-		for _, o := range real {
-			name := o.Name
-			o.Dir, o.BinDir, o.Kubeconfig, o.Client, o.PauseImage, o.Mirrors, o.Logf =
-				filepath.Join(dir, "nodes", name), binDir, c.KubeconfigPath, c.Client(), images.Pause, reg.Mirrors(), logf
-			n, err := realnode.Start(ctx, o)
-			if err != nil {
-				return err
-			}
-			// Nodes stop before the registry and the control plane.
-			defer n.Stop()
-			go func() {
-				if err := <-n.Failed(); err != nil {
-					failed <- fmt.Errorf("real node %s failed: %w\n%s", name, err, n.LogTails(20))
-				}
-			}()
-			s.Nodes = append(s.Nodes, name)
-			s.RealNodes = append(s.RealNodes, RealNode{Name: name, IP: n.IP, Dir: n.Dir, CDIDir: n.CDIDir(), AccountingDir: n.AccountingDir(), Cgroup: n.CgroupRel(), Bridge: n.Bridge()})
 		}
 	}
-	for i := 1; i <= opts.SimulatedNodes; i++ {
-		name := fmt.Sprintf("sim-node-%d", i)
-		if _, err := c.AddNode(ctx, cluster.NodeSpec{Name: name}); err != nil {
-			return err
-		}
-		s.Nodes = append(s.Nodes, name)
-		// The plugin publishes the node's GPU slices and serves its DRA
-		// socket; stopped before the control plane.
-		p, np, err := startNodePlugin(ctx, c, dir, binDir, name)
-		if err != nil {
-			return err
-		}
-		defer p.Stop()
-		go func() {
-			if err := <-p.Fatal(); err != nil {
-				failed <- fmt.Errorf("node plugin of %s failed: %w", name, err)
-			}
-		}()
-		s.NodePlugins = append(s.NodePlugins, np)
+	if err := startSimulatedNodes(ctx, opts, c, &s, &stops, failed); err != nil {
+		return err
 	}
 	data, _ := json.MarshalIndent(s, "", "  ")
 	if err := os.WriteFile(statePath(dir), data, 0o600); err != nil {
@@ -312,6 +254,109 @@ func Serve(opts ServeOptions) error {
 		return err
 	}
 	fmt.Printf("stopping\n")
+	return nil
+}
+
+// checkServeOptions refuses, before anything starts, MIG GPUs the node
+// plugin cannot simulate and real nodes this machine cannot run.
+func checkServeOptions(opts ServeOptions) error {
+	if opts.MIGNodes > 0 {
+		if _, err := simulate.ParseNode(opts.MIGGPUs); err != nil {
+			return fmt.Errorf("--mig-gpus: %w", err)
+		}
+	}
+	if opts.RealNodes+opts.MIGNodes > 0 {
+		if err := realnode.Check(opts.BinDir); err != nil {
+			return fmt.Errorf("%w (or run only simulated nodes: --real-nodes 0 --nodes 2)", err)
+		}
+	}
+	return nil
+}
+
+// stopStack stops what was started in reverse order: last started, first
+// stopped.
+type stopStack []func()
+
+func (s *stopStack) push(stop func()) { *s = append(*s, stop) }
+
+func (s *stopStack) run() {
+	for i := len(*s) - 1; i >= 0; i-- {
+		(*s)[i]()
+	}
+}
+
+// startRealNodes starts the local registry with the images nodes pull and
+// the real nodes (V100 ones, then MIG ones), recording them in s; a node
+// that fails later is reported on failed.
+func startRealNodes(ctx context.Context, opts ServeOptions, c *cluster.Cluster, s *State, stops *stopStack, failed chan<- error, logf func(string, ...any)) error {
+	dir, binDir := opts.Dir, opts.BinDir
+	reg, err := localregistry.Start()
+	if err != nil {
+		return err
+	}
+	stops.push(func() { reg.Stop() })
+	s.Registry = reg.URL
+	if err := realnode.PushImages(ctx, reg, binDir); err != nil {
+		return err
+	}
+	if s.NodePluginImage, err = realnode.PushBuiltNodePluginImage(ctx, reg, binDir, "0.1.0"); err != nil {
+		return err
+	}
+	var real []realnode.Options
+	for i := 1; i <= opts.RealNodes; i++ {
+		real = append(real, realnode.Options{Name: fmt.Sprintf("gpu-node-%d", i)})
+	}
+	// A MIG node runs its own plugin on its own simulated GPUs: the
+	// platform's DaemonSet simulates V100s on every node it selects.
+	for i := 1; i <= opts.MIGNodes; i++ {
+		real = append(real, realnode.Options{Name: fmt.Sprintf("mig-node-%d", i), OutsideDaemonSet: true,
+			NodePlugin: &realnode.NodePluginOptions{GPUs: opts.MIGGPUs}})
+	}
+	for _, o := range real {
+		name := o.Name
+		o.Dir, o.BinDir, o.Kubeconfig, o.Client, o.PauseImage, o.Mirrors, o.Logf =
+			filepath.Join(dir, "nodes", name), binDir, c.KubeconfigPath, c.Client(), images.Pause, reg.Mirrors(), logf
+		n, err := realnode.Start(ctx, o)
+		if err != nil {
+			return err
+		}
+		// Nodes stop before the registry and the control plane.
+		stops.push(func() { n.Stop() })
+		go func() {
+			if err := <-n.Failed(); err != nil {
+				failed <- fmt.Errorf("real node %s failed: %w\n%s", name, err, n.LogTails(20))
+			}
+		}()
+		s.Nodes = append(s.Nodes, name)
+		s.RealNodes = append(s.RealNodes, RealNode{Name: name, IP: n.IP, Dir: n.Dir, CDIDir: n.CDIDir(), AccountingDir: n.AccountingDir(), Cgroup: n.CgroupRel(), Bridge: n.Bridge()})
+	}
+	return nil
+}
+
+// startSimulatedNodes registers the simulated nodes, each with its node
+// plugin, recording them in s; a plugin that fails later is reported on
+// failed.
+func startSimulatedNodes(ctx context.Context, opts ServeOptions, c *cluster.Cluster, s *State, stops *stopStack, failed chan<- error) error {
+	for i := 1; i <= opts.SimulatedNodes; i++ {
+		name := fmt.Sprintf("sim-node-%d", i)
+		if _, err := c.AddNode(ctx, cluster.NodeSpec{Name: name}); err != nil {
+			return err
+		}
+		s.Nodes = append(s.Nodes, name)
+		// The plugin publishes the node's GPU slices and serves its DRA
+		// socket; stopped before the control plane.
+		p, np, err := startNodePlugin(ctx, c, opts.Dir, opts.BinDir, name)
+		if err != nil {
+			return err
+		}
+		stops.push(func() { p.Stop() })
+		go func() {
+			if err := <-p.Fatal(); err != nil {
+				failed <- fmt.Errorf("node plugin of %s failed: %w", name, err)
+			}
+		}()
+		s.NodePlugins = append(s.NodePlugins, np)
+	}
 	return nil
 }
 
