@@ -141,13 +141,7 @@ func (e *HeldError) Error() string {
 // unchanged for the lease's duration, by this machine's clock. Cancelling
 // ctx abandons the wait. The lock is renewed until Release.
 func (s Store) Acquire(ctx context.Context, stack string, opts Options) (*Lock, error) {
-	if opts.Duration <= 0 {
-		opts.Duration = DefaultDuration
-	}
-	opts.Duration = max(opts.Duration.Truncate(time.Second), time.Second)
-	if opts.Who == "" {
-		opts.Who = Me()
-	}
+	opts = opts.withDefaults()
 	clk := s.clock()
 	start := clk.Now()
 	leases := s.Client.CoordinationV1().Leases(s.Namespace)
@@ -161,16 +155,11 @@ func (s Store) Acquire(ctx context.Context, stack string, opts Options) (*Lock, 
 		cur, err := leases.Get(ctx, Name(stack), metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			mine := s.newInfo(opts, clk.Now()) // before the write: the holder's deadline counts from it
-			created, err := s.create(ctx, stack, mine)
-			if apierrors.IsAlreadyExists(err) {
+			l, err := s.createLease(ctx, stack, opts, clk)
+			if l == nil && err == nil {
 				continue // another writer was faster: look again
 			}
-			if err != nil {
-				s.unwind(stack, mine.ID)
-				return nil, s.wrap(stack, "create", err)
-			}
-			return s.hold(stack, mine, created, nil), nil
+			return l, err
 		case err != nil:
 			return nil, s.wrap(stack, "read", err)
 		}
@@ -187,22 +176,11 @@ func (s Store) Acquire(ctx context.Context, stack string, opts Options) (*Lock, 
 		}
 		unchanged := clk.Since(seenAt)
 		if holder.ID == "" || unchanged >= expiry {
-			mine := s.newInfo(opts, clk.Now())
-			taken := cur.DeepCopy()
-			setHolder(taken, stack, mine, transitions(cur)+1)
-			updated, err := leases.Update(ctx, taken, metav1.UpdateOptions{})
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			l, err := s.takeOver(ctx, stack, opts, clk, cur, holder)
+			if l == nil && err == nil {
 				continue // renewed, released or taken meanwhile: look again
 			}
-			if err != nil {
-				s.unwind(stack, mine.ID)
-				return nil, s.wrap(stack, "take over", err)
-			}
-			var prev *Info
-			if holder.ID != "" {
-				prev = &holder
-			}
-			return s.hold(stack, mine, updated, prev), nil
+			return l, err
 		}
 		waited := clk.Since(start)
 		abandoned := !renewed && holder.looksAbandoned(clk.Now())
@@ -227,6 +205,56 @@ func (s Store) Acquire(ctx context.Context, stack string, opts Options) (*Lock, 
 		case <-t.C():
 		}
 	}
+}
+
+// withDefaults fills in the options left unset, and holds the lease for
+// whole seconds, as a Lease records them.
+func (o Options) withDefaults() Options {
+	if o.Duration <= 0 {
+		o.Duration = DefaultDuration
+	}
+	o.Duration = max(o.Duration.Truncate(time.Second), time.Second)
+	if o.Who == "" {
+		o.Who = Me()
+	}
+	return o
+}
+
+// createLease takes the stack's lock by creating its Lease; no lock and no
+// error when another writer created it first.
+func (s Store) createLease(ctx context.Context, stack string, opts Options, clk clock.Clock) (*Lock, error) {
+	mine := s.newInfo(opts, clk.Now()) // before the write: the holder's deadline counts from it
+	created, err := s.create(ctx, stack, mine)
+	if apierrors.IsAlreadyExists(err) {
+		return nil, nil
+	}
+	if err != nil {
+		s.unwind(stack, mine.ID)
+		return nil, s.wrap(stack, "create", err)
+	}
+	return s.hold(stack, mine, created, nil), nil
+}
+
+// takeOver takes the stack's lock from holder, whose lease cur expired
+// (or that holds none); no lock and no error when the lease was renewed,
+// released or taken meanwhile.
+func (s Store) takeOver(ctx context.Context, stack string, opts Options, clk clock.Clock, cur *coordinationv1.Lease, holder Info) (*Lock, error) {
+	mine := s.newInfo(opts, clk.Now())
+	taken := cur.DeepCopy()
+	setHolder(taken, stack, mine, transitions(cur)+1)
+	updated, err := s.Client.CoordinationV1().Leases(s.Namespace).Update(ctx, taken, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		s.unwind(stack, mine.ID)
+		return nil, s.wrap(stack, "take over", err)
+	}
+	var prev *Info
+	if holder.ID != "" {
+		prev = &holder
+	}
+	return s.hold(stack, mine, updated, prev), nil
 }
 
 func transitions(l *coordinationv1.Lease) int {
