@@ -204,50 +204,81 @@ func (v *validator) workload(w *Workload, packages map[string]bool) {
 	v.container(a, &w.Container)
 	v.autoscaling(w)
 	v.multiGPU(w)
-	if mv := w.ModelVolume; mv != nil {
-		if q, ok := v.quantity(a, "model_volume.size", mv.Size); ok && q.Sign() == 0 {
-			v.errorf(a, "model_volume.size", "Empty volume", "size must be more than zero, e.g. \"20Gi\"")
-		} else if mv.Size == "" {
-			v.errorf(a, "model_volume.size", "Missing volume size", "set size, e.g. \"20Gi\"")
-		}
-		if !path.IsAbs(mv.MountPath) {
-			v.errorf(a, "model_volume.mount_path", "Relative mount path", "%q must be an absolute path such as /root/.ollama", mv.MountPath)
-		}
-		switch mv.AccessMode {
-		case "ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod":
-		default:
-			v.errorf(a, "model_volume.access_mode", "Invalid access mode", "%q: use ReadWriteOnce, ReadWriteMany or ReadWriteOncePod", mv.AccessMode)
-		}
-		if w.Kind == KindDeployment && w.Replicas > 1 && mv.AccessMode != "ReadWriteMany" {
-			v.errorf(a, "model_volume.access_mode", "Volume cannot be shared", "%d replicas of a deployment share one %s volume, which only one node can mount; use kind = \"statefulset\" (a volume per replica) or access_mode = \"ReadWriteMany\"", w.Replicas, mv.AccessMode)
-		}
+	if w.ModelVolume != nil {
+		v.modelVolume(w)
 	}
-	if m := w.Model; m != nil {
-		if strings.TrimSpace(m.Name) == "" || strings.ContainsAny(m.Name, " \t\n") {
-			v.errorf(a, "model.name", "Invalid model name", "%q: use a model reference such as \"llama3.2:3b\"", m.Name)
-		}
-		if m.ContextLength < 0 {
-			v.errorf(a, "model.context_length", "Invalid context length", "%d: use a number of tokens such as 16384, or leave it unset", m.ContextLength)
-		}
-		switch m.KVCacheType {
-		case "", "f32", "f16", "q8_0", "q4_0":
-		default:
-			v.errorf(a, "model.kv_cache_type", "Invalid KV cache type", "%q: use f16, q8_0 or q4_0", m.KVCacheType)
-		}
+	if w.Model != nil {
+		v.model(a, w.Model)
 	}
-	if e := w.Expose; e != nil {
-		if e.Port < 1 || e.Port > 65535 {
-			v.errorf(a, "expose.port", "Invalid port", "%d is not a port between 1 and 65535", e.Port)
-		}
-		if e.TargetPort != 0 && (e.TargetPort < 1 || e.TargetPort > 65535) {
-			v.errorf(a, "expose.target_port", "Invalid port", "%d is not a port between 1 and 65535", e.TargetPort)
-		}
-		switch e.Type {
-		case "ClusterIP", "NodePort", "LoadBalancer":
-		default:
-			v.errorf(a, "expose.type", "Invalid service type", "%q: use ClusterIP, NodePort or LoadBalancer", e.Type)
-		}
+	if w.Expose != nil {
+		v.expose(a, w.Expose)
 	}
+	v.preload(w)
+	switch w.WaitFor {
+	case WaitReady, WaitScheduled, WaitNone:
+	default:
+		v.errorf(a, "wait_for", "Invalid wait_for", "%q: use \"ready\", \"scheduled\" or \"none\"", w.WaitFor)
+	}
+	if d, err := time.ParseDuration(w.Timeout); err != nil || d <= 0 {
+		v.errorf(a, "timeout", "Invalid timeout", "%q: write a positive duration such as \"90s\" or \"10m\"", w.Timeout)
+	}
+}
+
+// modelVolume checks a workload's model volume: its size, where it is
+// mounted, and whether its pods can share it.
+func (v *validator) modelVolume(w *Workload) {
+	a, mv := w.Address, w.ModelVolume
+	if q, ok := v.quantity(a, "model_volume.size", mv.Size); ok && q.Sign() == 0 {
+		v.errorf(a, "model_volume.size", "Empty volume", "size must be more than zero, e.g. \"20Gi\"")
+	} else if mv.Size == "" {
+		v.errorf(a, "model_volume.size", "Missing volume size", "set size, e.g. \"20Gi\"")
+	}
+	if !path.IsAbs(mv.MountPath) {
+		v.errorf(a, "model_volume.mount_path", "Relative mount path", "%q must be an absolute path such as /root/.ollama", mv.MountPath)
+	}
+	switch mv.AccessMode {
+	case "ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod":
+	default:
+		v.errorf(a, "model_volume.access_mode", "Invalid access mode", "%q: use ReadWriteOnce, ReadWriteMany or ReadWriteOncePod", mv.AccessMode)
+	}
+	if w.Kind == KindDeployment && w.Replicas > 1 && mv.AccessMode != "ReadWriteMany" {
+		v.errorf(a, "model_volume.access_mode", "Volume cannot be shared", "%d replicas of a deployment share one %s volume, which only one node can mount; use kind = \"statefulset\" (a volume per replica) or access_mode = \"ReadWriteMany\"", w.Replicas, mv.AccessMode)
+	}
+}
+
+// model checks the model a workload serves.
+func (v *validator) model(a string, m *Model) {
+	if strings.TrimSpace(m.Name) == "" || strings.ContainsAny(m.Name, " \t\n") {
+		v.errorf(a, "model.name", "Invalid model name", "%q: use a model reference such as \"llama3.2:3b\"", m.Name)
+	}
+	if m.ContextLength < 0 {
+		v.errorf(a, "model.context_length", "Invalid context length", "%d: use a number of tokens such as 16384, or leave it unset", m.ContextLength)
+	}
+	switch m.KVCacheType {
+	case "", "f32", "f16", "q8_0", "q4_0":
+	default:
+		v.errorf(a, "model.kv_cache_type", "Invalid KV cache type", "%q: use f16, q8_0 or q4_0", m.KVCacheType)
+	}
+}
+
+// expose checks the Service a workload is exposed by.
+func (v *validator) expose(a string, e *Expose) {
+	if e.Port < 1 || e.Port > 65535 {
+		v.errorf(a, "expose.port", "Invalid port", "%d is not a port between 1 and 65535", e.Port)
+	}
+	if e.TargetPort != 0 && (e.TargetPort < 1 || e.TargetPort > 65535) {
+		v.errorf(a, "expose.target_port", "Invalid port", "%d is not a port between 1 and 65535", e.TargetPort)
+	}
+	switch e.Type {
+	case "ClusterIP", "NodePort", "LoadBalancer":
+	default:
+		v.errorf(a, "expose.type", "Invalid service type", "%q: use ClusterIP, NodePort or LoadBalancer", e.Type)
+	}
+}
+
+// preload checks the models a workload preloads and how.
+func (v *validator) preload(w *Workload) {
+	a := w.Address
 	if len(w.PreloadModels) > 0 && w.Expose == nil {
 		v.errorf(a, "preload_models", "Preloading needs a Service", "models are pulled over the runtime's HTTP API through the workload's Service: add an expose block (e.g. expose { port = 11434 })")
 	}
@@ -258,14 +289,6 @@ func (v *validator) workload(w *Workload, packages map[string]bool) {
 	}
 	if len(w.PreloadModels) > 0 && strings.TrimSpace(w.PreloadImage) == "" {
 		v.errorf(a, "preload_image", "Missing preload image", "set an image with sh and curl, e.g. \"curlimages/curl:8.11.1\"")
-	}
-	switch w.WaitFor {
-	case WaitReady, WaitScheduled, WaitNone:
-	default:
-		v.errorf(a, "wait_for", "Invalid wait_for", "%q: use \"ready\", \"scheduled\" or \"none\"", w.WaitFor)
-	}
-	if d, err := time.ParseDuration(w.Timeout); err != nil || d <= 0 {
-		v.errorf(a, "timeout", "Invalid timeout", "%q: write a positive duration such as \"90s\" or \"10m\"", w.Timeout)
 	}
 }
 
