@@ -195,71 +195,7 @@ func (e *Enforcer) Sample() []Kill {
 	prev := map[procKey]uint64{}
 	var kills []Kill
 	for _, uuid := range e.cfg.GPUs {
-		pods := make([][]string, len(claims))
-		limit := make([]uint64, len(claims))
-		for i, c := range claims {
-			for _, g := range c.GPUs {
-				if g.UUID == uuid {
-					pods[i], limit[i] = c.PodUIDs, g.Limit
-				}
-			}
-		}
-		procs, err := e.processes(uuid)
-		if err != nil {
-			for i := range claims {
-				if pods[i] != nil {
-					complete[i] = false
-				}
-			}
-			if !e.blind[uuid] {
-				e.blind[uuid] = true
-				e.log.Error(err, "cannot list the processes on a GPU: its claims are not held to their limits until it can", "uuid", uuid)
-			}
-			continue
-		}
-		if e.blind[uuid] {
-			delete(e.blind, uuid)
-			e.log.Info("the processes on a GPU can be listed again", "uuid", uuid)
-		}
-		owners := gpuprocs.NewOwners(pods)
-		mine := make([][]Process, len(claims))
-		podOf := map[uint32]string{}
-		for _, p := range procs {
-			k := procKey{uuid, p.Pid}
-			prev[k] = p.UsedGpuMemory
-			if at, ok := e.killed[k]; ok && start.Sub(at) < dying {
-				continue // stopped; its memory is on its way back
-			}
-			pod := e.cfg.PodOf(p.Pid)
-			i := owners.Of(pod)
-			if i < 0 {
-				continue
-			}
-			podOf[p.Pid] = pod
-			grew := uint64(0)
-			if p.UsedGpuMemory > e.prev[k] {
-				grew = p.UsedGpuMemory - e.prev[k]
-			}
-			mine[i] = append(mine[i], Process{PID: p.Pid, Used: p.UsedGpuMemory, Grew: grew})
-		}
-		for i, c := range claims {
-			if pods[i] == nil {
-				continue
-			}
-			var used uint64
-			for _, p := range mine[i] {
-				used += p.Used
-			}
-			if limit[i] > 0 && used > limit[i] {
-				for _, k := range e.stop(c, uuid, limit[i], used, mine[i], podOf, start) {
-					kills = append(kills, k)
-					if k.Err == nil {
-						used -= k.Process.Used
-					}
-				}
-			}
-			observed[i] += used
-		}
+		kills = append(kills, e.sampleGPU(uuid, claims, observed, complete, prev, start)...)
 	}
 	e.prev = prev
 	for k, at := range e.killed {
@@ -269,6 +205,88 @@ func (e *Enforcer) Sample() []Kill {
 	}
 	e.observe(claims, observed, complete, start)
 	return kills
+}
+
+// sampleGPU holds the claims on one GPU to their limits, adding what each
+// uses there to observed (or clearing its complete when the GPU's
+// processes cannot be listed) and each process's memory to prev; it
+// returns the kills it made.
+func (e *Enforcer) sampleGPU(uuid string, claims []Claim, observed []uint64, complete []bool, prev map[procKey]uint64, start time.Time) []Kill {
+	pods := make([][]string, len(claims))
+	limit := make([]uint64, len(claims))
+	for i, c := range claims {
+		for _, g := range c.GPUs {
+			if g.UUID == uuid {
+				pods[i], limit[i] = c.PodUIDs, g.Limit
+			}
+		}
+	}
+	procs, err := e.processes(uuid)
+	if err != nil {
+		for i := range claims {
+			if pods[i] != nil {
+				complete[i] = false
+			}
+		}
+		if !e.blind[uuid] {
+			e.blind[uuid] = true
+			e.log.Error(err, "cannot list the processes on a GPU: its claims are not held to their limits until it can", "uuid", uuid)
+		}
+		return nil
+	}
+	if e.blind[uuid] {
+		delete(e.blind, uuid)
+		e.log.Info("the processes on a GPU can be listed again", "uuid", uuid)
+	}
+	mine, podOf := e.attribute(uuid, procs, pods, prev, start)
+	var kills []Kill
+	for i, c := range claims {
+		if pods[i] == nil {
+			continue
+		}
+		var used uint64
+		for _, p := range mine[i] {
+			used += p.Used
+		}
+		if limit[i] > 0 && used > limit[i] {
+			for _, k := range e.stop(c, uuid, limit[i], used, mine[i], podOf, start) {
+				kills = append(kills, k)
+				if k.Err == nil {
+					used -= k.Process.Used
+				}
+			}
+		}
+		observed[i] += used
+	}
+	return kills
+}
+
+// attribute sorts the processes on GPU uuid by the claim whose pods (pods,
+// per claim) run them, recording each one's memory in prev, and says which
+// pod runs each; processes stopped a moment ago are left out.
+func (e *Enforcer) attribute(uuid string, procs []nvml.ProcessInfo, pods [][]string, prev map[procKey]uint64, start time.Time) ([][]Process, map[uint32]string) {
+	owners := gpuprocs.NewOwners(pods)
+	mine := make([][]Process, len(pods))
+	podOf := map[uint32]string{}
+	for _, p := range procs {
+		k := procKey{uuid, p.Pid}
+		prev[k] = p.UsedGpuMemory
+		if at, ok := e.killed[k]; ok && start.Sub(at) < dying {
+			continue // stopped; its memory is on its way back
+		}
+		pod := e.cfg.PodOf(p.Pid)
+		i := owners.Of(pod)
+		if i < 0 {
+			continue
+		}
+		podOf[p.Pid] = pod
+		grew := uint64(0)
+		if p.UsedGpuMemory > e.prev[k] {
+			grew = p.UsedGpuMemory - e.prev[k]
+		}
+		mine[i] = append(mine[i], Process{PID: p.Pid, Used: p.UsedGpuMemory, Grew: grew})
+	}
+	return mine, podOf
 }
 
 func (e *Enforcer) processes(uuid string) ([]nvml.ProcessInfo, error) {
