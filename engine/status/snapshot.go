@@ -68,64 +68,11 @@ func Load(ctx context.Context, v *view.View, workloads []*spec.Workload) (*Snaps
 	v.Warm(deviceClasses) // the packages' classes, which the engine reads anyway
 	warned := map[string]bool{}
 	for _, w := range workloads {
-		key := w.Namespace + "/" + w.Name
-		switch w.Kind {
-		case spec.KindDeployment:
-			d, err := get[appsv1.Deployment](ctx, v, deployments, w)
-			if err != nil {
-				return nil, err
-			}
-			if d != nil {
-				s.deployments[key] = d
-			}
-		case spec.KindStatefulSet:
-			st, err := get[appsv1.StatefulSet](ctx, v, statefulSets, w)
-			if err != nil {
-				return nil, err
-			}
-			if st != nil {
-				s.statefulSet[key] = st
-			}
-		case spec.KindJob:
-			if w.ByOperator() {
-				j, err := operatorJobOf(w).load(ctx, v, w)
-				if err != nil {
-					return nil, err
-				}
-				if j != nil {
-					s.operatorJobs[key] = j
-				}
-				break
-			}
-			j, err := get[batchv1.Job](ctx, v, jobs, w)
-			if err != nil {
-				return nil, err
-			}
-			if j != nil {
-				s.jobs[key] = j
-			}
+		if err := s.loadController(ctx, v, w); err != nil {
+			return nil, err
 		}
-		pods, err := v.ByIndex(ctx, view.Pods, w.Namespace, view.IndexWorkload, key)
-		if err != nil {
-			return nil, fmt.Errorf("list the pods of %s: %w", key, err)
-		}
-		if s.claims[w.Namespace] == nil {
-			s.claims[w.Namespace] = map[string]*resourcev1.ResourceClaim{}
-		}
-		for _, pod := range view.Typed[corev1.Pod](pods) {
-			s.pods[w.Namespace] = append(s.pods[w.Namespace], *pod)
-			for _, cs := range pod.Status.ResourceClaimStatuses {
-				if cs.ResourceClaimName == nil {
-					continue
-				}
-				c, err := v.Get(ctx, view.WorkloadClaims, w.Namespace, *cs.ResourceClaimName)
-				if err != nil {
-					return nil, fmt.Errorf("read the claims of %s: %w", key, err)
-				}
-				if c, ok := c.(*resourcev1.ResourceClaim); ok {
-					s.claims[w.Namespace][c.Name] = c
-				}
-			}
+		if err := s.loadPods(ctx, v, w); err != nil {
+			return nil, err
 		}
 		// Warnings only explain pods that are missing or not scheduled
 		// (Diagnose reads them for nothing else), so a namespace whose
@@ -143,6 +90,78 @@ func Load(ctx context.Context, v *view.View, workloads []*spec.Workload) (*Snaps
 		}
 	}
 	return s, s.loadClasses(ctx, v)
+}
+
+// loadController takes the workload's controller, when it exists: its
+// Deployment, StatefulSet, Job, or the PyTorchJob or TrainJob an operator
+// runs.
+func (s *Snapshot) loadController(ctx context.Context, v *view.View, w *spec.Workload) error {
+	key := w.Namespace + "/" + w.Name
+	switch w.Kind {
+	case spec.KindDeployment:
+		d, err := get[appsv1.Deployment](ctx, v, deployments, w)
+		if err != nil {
+			return err
+		}
+		if d != nil {
+			s.deployments[key] = d
+		}
+	case spec.KindStatefulSet:
+		st, err := get[appsv1.StatefulSet](ctx, v, statefulSets, w)
+		if err != nil {
+			return err
+		}
+		if st != nil {
+			s.statefulSet[key] = st
+		}
+	case spec.KindJob:
+		if w.ByOperator() {
+			j, err := operatorJobOf(w).load(ctx, v, w)
+			if err != nil {
+				return err
+			}
+			if j != nil {
+				s.operatorJobs[key] = j
+			}
+			break
+		}
+		j, err := get[batchv1.Job](ctx, v, jobs, w)
+		if err != nil {
+			return err
+		}
+		if j != nil {
+			s.jobs[key] = j
+		}
+	}
+	return nil
+}
+
+// loadPods takes the workload's pods and the claims they were given.
+func (s *Snapshot) loadPods(ctx context.Context, v *view.View, w *spec.Workload) error {
+	key := w.Namespace + "/" + w.Name
+	pods, err := v.ByIndex(ctx, view.Pods, w.Namespace, view.IndexWorkload, key)
+	if err != nil {
+		return fmt.Errorf("list the pods of %s: %w", key, err)
+	}
+	if s.claims[w.Namespace] == nil {
+		s.claims[w.Namespace] = map[string]*resourcev1.ResourceClaim{}
+	}
+	for _, pod := range view.Typed[corev1.Pod](pods) {
+		s.pods[w.Namespace] = append(s.pods[w.Namespace], *pod)
+		for _, cs := range pod.Status.ResourceClaimStatuses {
+			if cs.ResourceClaimName == nil {
+				continue
+			}
+			c, err := v.Get(ctx, view.WorkloadClaims, w.Namespace, *cs.ResourceClaimName)
+			if err != nil {
+				return fmt.Errorf("read the claims of %s: %w", key, err)
+			}
+			if c, ok := c.(*resourcev1.ResourceClaim); ok {
+				s.claims[w.Namespace][c.Name] = c
+			}
+		}
+	}
+	return nil
 }
 
 func get[T any](ctx context.Context, v *view.View, res view.Resource, w *spec.Workload) (*T, error) {

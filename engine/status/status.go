@@ -89,65 +89,106 @@ func (s Status) Attributes() map[string]string {
 // Diagnose returns the workload's status from the snapshot, which must
 // cover its namespace.
 func (s *Snapshot) Diagnose(w *spec.Workload) Status {
-	key := w.Namespace + "/" + w.Name
 	want := s.wanted(w)
 	st := Status{Replicas: want}
-	var controllerFailure string
-	var controllerName string
+	controllerFailure, found, finished := s.controller(w, &st)
+	if !found {
+		return missing(w)
+	}
+	if finished {
+		return st
+	}
+	pods := s.podsOf(w)
+	worst, worstMsg := s.tallyPods(w, pods, &st)
+	missingPods := int(want) - len(pods)
+	switch {
+	case controllerFailure != "" && (missingPods > 0 || len(pods) == 0):
+		worst, worstMsg = quotaReason(controllerFailure, w)
+	case len(pods) == 0 && w.PyTorchJob():
+		worst, worstMsg = noOperatorPods(w)
+	case len(pods) == 0 && w.TrainJob():
+		worst, worstMsg = noTrainerPods(w)
+	case missingPods > 0 && severity[worst] < severity[Progressing]:
+		worst, worstMsg = Progressing, fmt.Sprintf("%d of %d replicas have no pod yet", missingPods, want)
+	}
+	worstMsg = s.waitingSummary(w, pods, want, missingPods, worst, worstMsg)
+	s.conclude(w, pods, want, worst, worstMsg, &st)
+	return st
+}
+
+// controller reads the workload's controller: whether it exists, whether
+// it finished (a Job that completed or failed; st then says how), and the
+// failure it or its creation reports.
+func (s *Snapshot) controller(w *spec.Workload, st *Status) (failure string, found, finished bool) {
+	key := w.Namespace + "/" + w.Name
+	var name string
 	switch w.Kind {
 	case spec.KindDeployment:
 		d, ok := s.deployments[key]
 		if !ok {
-			return missing(w)
+			return "", false, false
 		}
 		for _, c := range d.Status.Conditions {
 			if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
-				controllerFailure = c.Message
+				failure = c.Message
 			}
 		}
-		controllerName = w.Name
+		name = w.Name
 	case spec.KindStatefulSet:
 		if _, ok := s.statefulSet[key]; !ok {
-			return missing(w)
+			return "", false, false
 		}
-		controllerName = w.Name
+		name = w.Name
 	case spec.KindJob:
 		if w.ByOperator() {
 			j, ok := s.operatorJobs[key]
 			if !ok {
-				return missing(w)
+				return "", false, false
 			}
-			if operatorJobOf(w).outcome(j, &st) {
-				return st
+			if operatorJobOf(w).outcome(j, st) {
+				return "", true, true
 			}
-			controllerName = w.Name
+			name = w.Name
 			break
 		}
 		j, ok := s.jobs[key]
 		if !ok {
-			return missing(w)
+			return "", false, false
 		}
-		for _, c := range j.Status.Conditions {
-			if c.Status != corev1.ConditionTrue {
-				continue
-			}
-			switch c.Type {
-			case batchv1.JobComplete:
-				st.Phase, st.Reason, st.Message = Succeeded, Completed, "the job completed"
-				st.Ready = j.Status.Succeeded
-				return st
-			case batchv1.JobFailed:
-				st.Phase, st.Reason, st.Message = Failed, JobFailed, fmt.Sprintf("the job failed: %s", c.Message)
-				return st
-			}
+		if jobFinished(j, st) {
+			return "", true, true
 		}
-		controllerName = w.Name
+		name = w.Name
 	}
-	if controllerFailure == "" {
-		controllerFailure = s.createFailure(w.Namespace, controllerName)
+	if failure == "" {
+		failure = s.createFailure(w.Namespace, name)
 	}
+	return failure, true, false
+}
 
-	pods := s.podsOf(w)
+// jobFinished says whether the Job completed or failed, and then how in st.
+func jobFinished(j *batchv1.Job, st *Status) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			st.Phase, st.Reason, st.Message = Succeeded, Completed, "the job completed"
+			st.Ready = j.Status.Succeeded
+			return true
+		case batchv1.JobFailed:
+			st.Phase, st.Reason, st.Message = Failed, JobFailed, fmt.Sprintf("the job failed: %s", c.Message)
+			return true
+		}
+	}
+	return false
+}
+
+// tallyPods counts the workload's pods scheduled and ready into st, with
+// the first one's claim, device and node, and returns the worst reason a
+// pod gives, with its message.
+func (s *Snapshot) tallyPods(w *spec.Workload, pods []corev1.Pod, st *Status) (Reason, string) {
 	worst := Reason("")
 	var worstMsg string
 	for i, pod := range pods {
@@ -166,18 +207,12 @@ func (s *Snapshot) Diagnose(w *spec.Workload) Status {
 			worst, worstMsg = r, msg
 		}
 	}
-	missingPods := int(want) - len(pods)
-	switch {
-	case controllerFailure != "" && (missingPods > 0 || len(pods) == 0):
-		worst, worstMsg = quotaReason(controllerFailure, w)
-	case len(pods) == 0 && w.PyTorchJob():
-		worst, worstMsg = noOperatorPods(w)
-	case len(pods) == 0 && w.TrainJob():
-		worst, worstMsg = noTrainerPods(w)
-	case missingPods > 0 && severity[worst] < severity[Progressing]:
-		worst, worstMsg = Progressing, fmt.Sprintf("%d of %d replicas have no pod yet", missingPods, want)
-	}
-	worstMsg = s.waitingSummary(w, pods, want, missingPods, worst, worstMsg)
+	return worst, worstMsg
+}
+
+// conclude sets st's phase, reason and message: running once every wanted
+// replica is ready, else pending (or failed) for the worst reason.
+func (s *Snapshot) conclude(w *spec.Workload, pods []corev1.Pod, want int32, worst Reason, worstMsg string, st *Status) {
 	switch {
 	case want == 0:
 		st.Phase, st.Reason, st.Message = Running, Ready, "scaled to zero replicas"
@@ -194,9 +229,8 @@ func (s *Snapshot) Diagnose(w *spec.Workload) Status {
 		if worst.Fatal() {
 			st.Phase = Failed
 		}
-		s.gang(w, pods, &st)
+		s.gang(w, pods, st)
 	}
-	return st
 }
 
 func firstOf(pods []corev1.Pod) *corev1.Pod {
