@@ -39,56 +39,88 @@ func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Wo
 	if w.PreloadImage == "" {
 		w.PreloadImage = defaultPreloadImage
 	}
-	var template corev1.PodTemplateSpec
-	var claimTemplates []corev1.PersistentVolumeClaim
-	found := false
-	autoscaledBy := ""
+	c, err := readController(ctx, v, w)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil || len(c.template.Spec.Containers) == 0 {
+		return nil, nil
+	}
+	template := c.template
+	w.Package = template.Labels[contract.LabelPackage]
+	readLabels(w, template)
+	container := template.Spec.Containers[0]
+	w.Container = readContainer(container, &prior.Container)
+	readGPUsPerPod(w, template)
+
+	if err := readVolume(ctx, v, w, container, c.claimTemplates, prior.ModelVolume); err != nil {
+		return nil, err
+	}
+	if err := readService(ctx, v, w, prior.Expose); err != nil {
+		return nil, err
+	}
+	if err := readPreload(ctx, v, w); err != nil {
+		return nil, err
+	}
+	if err := readAutoscaling(ctx, v, w, prior, c.autoscaledBy); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// controller is what a workload's controller says about its pods.
+type controller struct {
+	template       corev1.PodTemplateSpec
+	claimTemplates []corev1.PersistentVolumeClaim // a StatefulSet's
+	autoscaledBy   string
+}
+
+// readController finds the workload's controller gpuslice manages (its
+// Deployment, StatefulSet, Job, PyTorchJob or TrainJob, looked for in that
+// order) and reads its kind and replicas into w; nil when there is none.
+func readController(ctx context.Context, v *view.View, w *spec.Workload) (*controller, error) {
+	ns, name := w.Namespace, w.Name
 	d, err := get[appsv1.Deployment](ctx, v, "apps", "Deployment", ns, name)
 	if err != nil {
 		return nil, err
 	}
 	if d != nil && managed(d.Labels) {
-		w.Kind, template, found = spec.KindDeployment, d.Spec.Template, true
-		w.Replicas = deref(d.Spec.Replicas, 1)
-		autoscaledBy = d.Annotations[objects.AnnotationAutoscaledBy]
+		w.Kind, w.Replicas = spec.KindDeployment, deref(d.Spec.Replicas, 1)
+		return &controller{template: d.Spec.Template, autoscaledBy: d.Annotations[objects.AnnotationAutoscaledBy]}, nil
 	}
-	if !found {
-		s, err := get[appsv1.StatefulSet](ctx, v, "apps", "StatefulSet", ns, name)
+	s, err := get[appsv1.StatefulSet](ctx, v, "apps", "StatefulSet", ns, name)
+	if err != nil {
+		return nil, err
+	}
+	if s != nil && managed(s.Labels) {
+		w.Kind, w.Replicas = spec.KindStatefulSet, deref(s.Spec.Replicas, 1)
+		return &controller{template: s.Spec.Template, autoscaledBy: s.Annotations[objects.AnnotationAutoscaledBy], claimTemplates: s.Spec.VolumeClaimTemplates}, nil
+	}
+	j, err := get[batchv1.Job](ctx, v, "batch", "Job", ns, name)
+	if err != nil {
+		return nil, err
+	}
+	if j != nil && managed(j.Labels) {
+		w.Kind, w.Replicas = spec.KindJob, deref(j.Spec.Parallelism, 1)
+		readWorkers(w, j)
+		return &controller{template: j.Spec.Template}, nil
+	}
+	for _, read := range []func(context.Context, *view.View, *spec.Workload) (corev1.PodTemplateSpec, bool, error){readPyTorchJob, readTrainJob} {
+		template, found, err := read(ctx, v, w)
 		if err != nil {
 			return nil, err
 		}
-		if s != nil && managed(s.Labels) {
-			w.Kind, template, found = spec.KindStatefulSet, s.Spec.Template, true
-			w.Replicas = deref(s.Spec.Replicas, 1)
-			autoscaledBy = s.Annotations[objects.AnnotationAutoscaledBy]
-			claimTemplates = s.Spec.VolumeClaimTemplates
+		if found {
+			return &controller{template: template}, nil
 		}
 	}
-	if !found {
-		j, err := get[batchv1.Job](ctx, v, "batch", "Job", ns, name)
-		if err != nil {
-			return nil, err
-		}
-		if j != nil && managed(j.Labels) {
-			w.Kind, template, found = spec.KindJob, j.Spec.Template, true
-			w.Replicas = deref(j.Spec.Parallelism, 1)
-			readWorkers(w, j)
-		}
-	}
-	if !found {
-		if template, found, err = readPyTorchJob(ctx, v, w); err != nil {
-			return nil, err
-		}
-	}
-	if !found {
-		if template, found, err = readTrainJob(ctx, v, w); err != nil {
-			return nil, err
-		}
-	}
-	if !found || len(template.Spec.Containers) == 0 {
-		return nil, nil
-	}
-	w.Package = template.Labels[contract.LabelPackage]
+	return nil, nil
+}
+
+// readLabels reads the labels the configuration gave the workload's pods:
+// those of its pod template that neither gpuslice nor the Job controller
+// sets.
+func readLabels(w *spec.Workload, template corev1.PodTemplateSpec) {
 	for k, v := range template.Labels {
 		switch k {
 		case "app.kubernetes.io/name", objects.LabelWorkload, contract.LabelPackage,
@@ -101,23 +133,6 @@ func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Wo
 			w.Labels[k] = v
 		}
 	}
-	container := template.Spec.Containers[0]
-	w.Container = readContainer(container, &prior.Container)
-	readGPUsPerPod(w, template)
-
-	if err := readVolume(ctx, v, w, container, claimTemplates, prior.ModelVolume); err != nil {
-		return nil, err
-	}
-	if err := readService(ctx, v, w, prior.Expose); err != nil {
-		return nil, err
-	}
-	if err := readPreload(ctx, v, w); err != nil {
-		return nil, err
-	}
-	if err := readAutoscaling(ctx, v, w, prior, autoscaledBy); err != nil {
-		return nil, err
-	}
-	return w, nil
 }
 
 const defaultPreloadImage = "curlimages/curl:8.11.1"
