@@ -44,8 +44,46 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		p.metrics.PrepareErrors.Inc()
 		results[types.UID(uid)] = kubeletplugin.PrepareResult{Err: err}
 	}
-	var todo []string
-	podsChanged := false
+	todo, podsChanged := p.admit(ctx, cp, claims, results, fail)
+	if len(todo) == 0 {
+		if podsChanged {
+			if err := p.saveCheckpoint(cp); err != nil {
+				return nil, err
+			}
+		}
+		return results, nil
+	}
+	if err := p.stageCheckpoint(cp); err != nil {
+		return nil, err
+	}
+	p.notifyAfterStep(StepCheckpointStarted)
+	for _, uid := range todo {
+		if err := p.carryOut(cp, uid); err != nil {
+			fail(uid, err)
+			continue
+		}
+		results[types.UID(uid)] = p.result(uid, cp.Claims[uid])
+	}
+	if err := p.saveCheckpoint(cp); err != nil {
+		return nil, err
+	}
+	p.notifyAfterStep(StepCheckpointCompleted)
+	done := map[string]checkpoint.Claim{}
+	for _, uid := range todo {
+		if c, ok := cp.Claims[uid]; ok {
+			done[uid] = c
+		}
+	}
+	p.reportStatus(done, claims)
+	return results, nil
+}
+
+// admit records in cp, as PrepareStarted, each of claims that is to be
+// prepared, and answers the others in results: one prepared before gets
+// the same devices again, one refused or in conflict its error (through
+// fail). It returns the claims to prepare, and whether one prepared before
+// changed its checkpoint entry (its pods).
+func (p *Plugin) admit(ctx context.Context, cp *checkpoint.Checkpoint, claims []*resourceapi.ResourceClaim, results map[types.UID]kubeletplugin.PrepareResult, fail func(uid string, err error)) (todo []string, podsChanged bool) {
 	for _, claim := range claims {
 		uid := string(claim.UID)
 		entry, err := p.checkpointEntry(ctx, claim)
@@ -80,37 +118,7 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		cp.Claims[uid] = entry
 		todo = append(todo, uid)
 	}
-	if len(todo) == 0 {
-		if podsChanged {
-			if err := p.saveCheckpoint(cp); err != nil {
-				return nil, err
-			}
-		}
-		return results, nil
-	}
-	if err := p.stageCheckpoint(cp); err != nil {
-		return nil, err
-	}
-	p.notifyAfterStep(StepCheckpointStarted)
-	for _, uid := range todo {
-		if err := p.carryOut(cp, uid); err != nil {
-			fail(uid, err)
-			continue
-		}
-		results[types.UID(uid)] = p.result(uid, cp.Claims[uid])
-	}
-	if err := p.saveCheckpoint(cp); err != nil {
-		return nil, err
-	}
-	p.notifyAfterStep(StepCheckpointCompleted)
-	done := map[string]checkpoint.Claim{}
-	for _, uid := range todo {
-		if c, ok := cp.Claims[uid]; ok {
-			done[uid] = c
-		}
-	}
-	p.reportStatus(done, claims)
-	return results, nil
+	return todo, podsChanged
 }
 
 // prepareAgain answers a repeated prepare of a completed claim: the same
