@@ -27,6 +27,7 @@ const (
 	AttrPCIBusID          = "pciBusID"          // string, e.g. "00000000:3b:00.0"
 	AttrSharing           = "sharing"           // string, how the device shares its GPU: one of the Sharing* values
 	AttrIsolation         = "isolation"         // string, what holds a tenant to its share: one of the Isolation* values
+	AttrMemorySource      = "memorySource"      // string, where the GPU's memory (its counter set's) was read: one of the MemorySource* values
 	// On MIG devices only (AttrSharing = SharingMIG): AttrUUID is the MIG
 	// instance's own UUID ("MIG-…"), AttrModel and AttrIndex are its parent
 	// GPU's.
@@ -68,6 +69,18 @@ const (
 	// IsolationHardware: the GPU itself partitions memory and compute
 	// (MIG); no shim is preloaded.
 	IsolationHardware = "hardware"
+)
+
+// Where the node plugin read a GPU's memory: the value of AttrMemorySource.
+// Plugins older than the attribute read v1 and do not publish it.
+const (
+	// MemorySourceNVMLv2 is NVML's v2 memory info: the total less what the
+	// driver reserves for itself, the memory allocations can get.
+	MemorySourceNVMLv2 = "nvml_v2"
+	// MemorySourceNVMLv1 is NVML's v1 total, reservation included, from a
+	// driver without the v2 call: slices that add up to it may not all
+	// fill.
+	MemorySourceNVMLv1 = "nvml_v1"
 )
 
 // CounterSetPrefix names each GPU's counter set: "gpu-<index>".

@@ -4,16 +4,15 @@ import (
 	"fmt"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuslice/gpuslice/contract"
 )
 
-// Where a GPU's memory was read (GPU.MemorySource).
+// Where a GPU's memory was read (GPU.MemorySource): the values the plugin
+// publishes as the devices' contract.AttrMemorySource.
 const (
-	// MemoryNVMLv2 is NVML's v2 memory info: its total less what the
-	// driver reserves for itself, the memory allocations can get.
-	MemoryNVMLv2 = "nvml_v2"
-	// MemoryNVMLv1 is NVML's v1 total, reservation included, from a
-	// driver without the v2 call: its slices may not all fill.
-	MemoryNVMLv1 = "nvml_v1"
+	MemoryNVMLv2 = contract.MemorySourceNVMLv2
+	MemoryNVMLv1 = contract.MemorySourceNVMLv1
 )
 
 // memory is what NVML says of a GPU's memory: usable is what the plugin

@@ -236,6 +236,11 @@ func gpuAttributes(d Device, isolation string) map[resourcev1.QualifiedName]reso
 	if g.CUDADriverVersion != "" {
 		attrs[contract.AttrCUDADriverVersion] = resourcev1.DeviceAttribute{VersionValue: ptr.To(g.CUDADriverVersion + ".0")}
 	}
+	if g.MemorySource != "" {
+		// says whether the counter set's memory is what allocations can
+		// get (v2) or includes what the driver reserves (v1)
+		attrs[contract.AttrMemorySource] = resourcev1.DeviceAttribute{StringValue: ptr.To(g.MemorySource)}
+	}
 	return attrs
 }
 
