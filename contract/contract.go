@@ -72,7 +72,7 @@ const (
 )
 
 // Where the node plugin read a GPU's memory: the value of AttrMemorySource.
-// Plugins older than the attribute read v1 and do not publish it.
+// Plugins older than the attribute do not publish it.
 const (
 	// MemorySourceNVMLv2 is NVML's v2 memory info: the total less what the
 	// driver reserves for itself, the memory allocations can get.

@@ -23,6 +23,7 @@ type gpuModel struct {
 	Architecture      types.String `tfsdk:"architecture"`
 	DriverVersion     types.String `tfsdk:"driver_version"`
 	MemoryBytes       types.Int64  `tfsdk:"memory_bytes"`
+	MemorySource      types.String `tfsdk:"memory_source"`
 }
 
 type gpusModel struct {
@@ -56,7 +57,11 @@ func (d *gpusDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 				"compute_capability": computed("CUDA compute capability, e.g. `7.0.0`."),
 				"architecture":       computed("Architecture, e.g. `Volta`."),
 				"driver_version":     computed("NVIDIA driver version."),
-				"memory_bytes":       schema.Int64Attribute{Computed: true, MarkdownDescription: "Total memory in bytes."},
+				"memory_bytes": schema.Int64Attribute{Computed: true, MarkdownDescription: "Memory in bytes that slices are cut from: " +
+					"on a driver with NVML's v2 memory info, the total less what the driver reserves for itself; otherwise the whole total (see `memory_source`)."},
+				"memory_source": computed("Where the node plugin read `memory_bytes`: `nvml_v2`, NVML's v2 memory info, the total less the driver's reservation, " +
+					"so slices that add up to it can all be filled; `nvml_v1`, the v1 total from a driver without the v2 call, reservation included, " +
+					"so the last slices of a GPU may not fill; `unknown` from a node plugin older than this attribute, which does not say (those before the v2 memory info read v1)."),
 			}}},
 		},
 	}
@@ -90,7 +95,7 @@ func (d *gpusDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 		m.GPUs = append(m.GPUs, gpuModel{
 			Node: types.StringValue(g.Node), Model: types.StringValue(g.Model), UUID: types.StringValue(g.UUID), Index: types.Int64Value(g.Index),
 			ComputeCapability: types.StringValue(g.ComputeCapability), Architecture: types.StringValue(g.Architecture),
-			DriverVersion: types.StringValue(g.DriverVersion), MemoryBytes: types.Int64Value(g.MemoryBytes),
+			DriverVersion: types.StringValue(g.DriverVersion), MemoryBytes: types.Int64Value(g.MemoryBytes), MemorySource: types.StringValue(g.MemorySource),
 		})
 	}
 	m.ID = types.StringValue("gpus")

@@ -12,14 +12,23 @@ import (
 
 // An A100 on its own node, a workload holding a quarter of it: the capacity
 // data source must count that quarter allocated, three free, and no whole
-// GPU free although the 100 % slice itself is unallocated.
+// GPU free although the 100 % slice itself is unallocated. gpuslice_gpus
+// says where each GPU's memory was read: v2 where the plugin says so, and
+// unknown for a GPU published without the attribute, as plugins older than
+// it publish theirs.
 func TestAccDataSources(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
 	const node, ns = "acc-a100-node", "acc-capacity"
 	simulatedNode(t, node)
-	a100 := simulatedGPU{node: node, model: "NVIDIA A100-SXM4-40GB", uuid: "GPU-a100", cc: "8.0.0", arch: "Ampere", driver: "580.95.05", memory: "40Gi"}
+	a100 := simulatedGPU{node: node, model: "NVIDIA A100-SXM4-40GB", uuid: "GPU-a100", cc: "8.0.0", arch: "Ampere", driver: "580.95.05", memory: "40Gi", memorySource: "nvml_v2"}
 	if err := a100.publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const older = "acc-older-plugin-node"
+	simulatedNode(t, older)
+	t4 := simulatedGPU{node: older, model: "Tesla T4", uuid: "GPU-t4-older", cc: "7.5.0", arch: "Turing", driver: "535.54.03", memory: "15Gi"}
+	if err := t4.publish(ctx); err != nil {
 		t.Fatal(err)
 	}
 	resources := providerBlock() + `
@@ -69,6 +78,10 @@ data "gpuslice_capacity" "whole" {
 data "gpuslice_gpus" "a100" {
   model = "NVIDIA A100-SXM4-40GB"
 }
+
+data "gpuslice_gpus" "older" {
+  node = "` + older + `"
+}
 `
 	pkg := func(name string, published, allocated, free int64) knownvalue.Check {
 		return knownvalue.ListExact([]knownvalue.Check{knownvalue.ObjectPartial(map[string]knownvalue.Check{
@@ -95,6 +108,13 @@ data "gpuslice_gpus" "a100" {
 							"uuid": knownvalue.StringExact("GPU-a100"), "index": knownvalue.Int64Exact(0),
 							"compute_capability": knownvalue.StringExact("8.0.0"), "architecture": knownvalue.StringExact("Ampere"),
 							"driver_version": knownvalue.StringExact("580.95.05"), "memory_bytes": knownvalue.Int64Exact(40 << 30),
+							"memory_source": knownvalue.StringExact("nvml_v2"),
+						}),
+					})),
+					statecheck.ExpectKnownValue("data.gpuslice_gpus.older", tfjsonpath.New("gpus"), knownvalue.ListExact([]knownvalue.Check{
+						knownvalue.ObjectPartial(map[string]knownvalue.Check{
+							"node": knownvalue.StringExact(older), "memory_bytes": knownvalue.Int64Exact(15 << 30),
+							"memory_source": knownvalue.StringExact("unknown"),
 						}),
 					})),
 				},

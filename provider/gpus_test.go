@@ -17,6 +17,9 @@ import (
 type simulatedGPU struct {
 	node, model, uuid, cc, arch, driver string
 	memory                              string
+	// memorySource is the devices' contract.AttrMemorySource; "" publishes
+	// none, as node plugins older than the attribute do.
+	memorySource string
 }
 
 func (g simulatedGPU) publish(ctx context.Context) error {
@@ -37,15 +40,19 @@ func (g simulatedGPU) publish(ctx context.Context) error {
 		memory := resource.NewQuantity(total.Value()*f/100, resource.BinarySI)
 		compute := resource.NewQuantity(f, resource.DecimalSI)
 		for i := int64(1); i <= 100/f; i++ {
+			attrs := map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+				contract.AttrModel: {StringValue: ptr.To(g.model)}, contract.AttrUUID: {StringValue: ptr.To(g.uuid)},
+				contract.AttrIndex: {IntValue: ptr.To[int64](0)}, contract.AttrComputeCapability: {VersionValue: ptr.To(g.cc)},
+				contract.AttrArchitecture: {StringValue: ptr.To(g.arch)}, contract.AttrDriverVersion: {StringValue: ptr.To(g.driver)},
+				contract.AttrFraction: {IntValue: ptr.To(f)},
+			}
+			if g.memorySource != "" {
+				attrs[contract.AttrMemorySource] = resourcev1.DeviceAttribute{StringValue: ptr.To(g.memorySource)}
+			}
 			devices.Spec.Devices = append(devices.Spec.Devices, resourcev1.Device{
-				Name: fmt.Sprintf("gpu-0-%dpct-%d", f, i),
-				Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
-					contract.AttrModel: {StringValue: ptr.To(g.model)}, contract.AttrUUID: {StringValue: ptr.To(g.uuid)},
-					contract.AttrIndex: {IntValue: ptr.To[int64](0)}, contract.AttrComputeCapability: {VersionValue: ptr.To(g.cc)},
-					contract.AttrArchitecture: {StringValue: ptr.To(g.arch)}, contract.AttrDriverVersion: {StringValue: ptr.To(g.driver)},
-					contract.AttrFraction: {IntValue: ptr.To(f)},
-				},
-				Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{contract.CapacityMemory: {Value: *memory}, contract.CapacityCompute: {Value: *compute}},
+				Name:       fmt.Sprintf("gpu-0-%dpct-%d", f, i),
+				Attributes: attrs,
+				Capacity:   map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{contract.CapacityMemory: {Value: *memory}, contract.CapacityCompute: {Value: *compute}},
 				ConsumesCounters: []resourcev1.DeviceCounterConsumption{{CounterSet: "gpu-0", Counters: map[string]resourcev1.Counter{
 					contract.CapacityMemory: {Value: *memory}, contract.CapacityCompute: {Value: *compute},
 				}}},

@@ -52,6 +52,8 @@ type GPU struct {
 	Architecture      string `json:"architecture"`
 	DriverVersion     string `json:"driver_version"`
 	MemoryBytes       int64  `json:"memory_bytes"`
+	// MemorySource says what MemoryBytes is (memsource.go).
+	MemorySource string `json:"memory_source"`
 	// counterSet is the pool/name of the GPU's counter set, whose memory
 	// is the GPU's (a MIG instance's own is not).
 	counterSet string

@@ -183,7 +183,8 @@ func (s *Snapshot) addGPU(gpus map[string]*GPU, node string, dev *device, d reso
 	if !ok {
 		g = &GPU{Node: node, Model: str(d.Attributes[contract.AttrModel]), UUID: uuid,
 			Index: num(d.Attributes[contract.AttrIndex]), ComputeCapability: version(d.Attributes[contract.AttrComputeCapability]),
-			Architecture: str(d.Attributes[contract.AttrArchitecture]), DriverVersion: str(d.Attributes[contract.AttrDriverVersion])}
+			Architecture: str(d.Attributes[contract.AttrArchitecture]), DriverVersion: str(d.Attributes[contract.AttrDriverVersion]),
+			MemorySource: memorySource(d)}
 		gpus[key] = g
 	}
 	if dev.gpu != "" {
