@@ -61,6 +61,7 @@ import sys
 import time
 
 import container
+import nvml
 import plugin_files
 import production
 from harness import MiB, Child, ClaimEnv, Failed, Report, in_claim, json_out, kv, last_json, mib
@@ -297,8 +298,9 @@ class Proof:
             "%s (%s, %s)" % (m["uuid"], m["name"], mib(m["memoryBytes"])) for m in g["migDevices"]) if g["migDevices"] else ""))
         found = self.discovered["gpus"]
         self.total = found[0]["memoryBytes"] if found else g["memoryBytes"]
-        r.out("card memory: %s (NVML, as the node plugin's discovery reads it%s); slices: %s of it (memory x fraction / 100)"
-              % (mib(self.total), "; the v2 memory info: %s, of which the driver reserves %s" % (mib(v2["total"]), mib(v2["reserved"]))
+        source = found[0]["memorySource"] if found else nvml.MEMORY_NVML_V1 + ": discovery skipped the GPU"
+        r.out("card memory: %s (memory source %s, as the node plugin's discovery reads it%s); slices: %s of it (memory x fraction / 100)"
+              % (mib(self.total), source, "; the v2 memory info: %s, of which the driver reserves %s" % (mib(v2["total"]), mib(v2["reserved"]))
                  if v2 else "", ", ".join("%d %%" % f for f in self.a.slices)))
         self.setup_production()
         if self.production:
@@ -681,9 +683,16 @@ class Proof:
             return
         g = d["gpus"][0]
         cc = "%d.%d" % (g["ccMajor"], g["ccMinor"])
-        r.info("GPU %d: %s, %s, %s, compute capability %s (%s), MIG mode %s, PCI %s, driver %s, CUDA %s"
-               % (g["index"], g["name"], mib(g["memoryBytes"]), g["uuid"], cc, g["architecture"],
+        r.info("GPU %d: %s, %s (%s), %s, compute capability %s (%s), MIG mode %s, PCI %s, driver %s, CUDA %s"
+               % (g["index"], g["name"], mib(g["memoryBytes"]), g["memorySource"], g["uuid"], cc, g["architecture"],
                   self.gpu["migMode"], g["pciBusId"], g["driverVersion"], g["cudaDriverVersion"]))
+        # the plugin's rule (nodeplugin/discovery/memory.go): v2's total
+        # less the driver's reserve where the driver has it, else v1's
+        v2 = self.gpu.get("memoryV2")
+        want = (v2["total"] - v2["reserved"], nvml.MEMORY_NVML_V2) if v2 else (self.gpu["memoryBytes"], nvml.MEMORY_NVML_V1)
+        r.check((g["memoryBytes"], g["memorySource"]) == want, "the memory is what allocations can get, as the node plugin reads it",
+                "%s from %s; NVML's v1 total %s%s" % (mib(g["memoryBytes"]), g["memorySource"], mib(self.gpu["memoryBytes"]),
+                                                     ", v2 total %s less %s reserved" % (mib(v2["total"]), mib(v2["reserved"])) if v2 else ", no v2 memory info"))
         r.check(g["name"] == self.card["name"] or self.gpu["migMode"] == "enabled", "the model is the driver's device name",
                 "NVML %r, cuDeviceGetName %r" % (g["name"], self.card["name"]))
         r.check(g["uuid"].startswith("GPU-") and g["memoryBytes"] > 0 and g["ccMajor"] > 0,
@@ -692,7 +701,8 @@ class Proof:
             rc, o = self.run(["nvidia-smi", "-i", "0", "--query-gpu=uuid,memory.total,compute_cap",
                               "--format=csv,noheader,nounits"], self.base_env())
             v = [x.strip() for x in o.strip().splitlines()[0].split(",")] if rc == 0 else []
-            r.check(len(v) == 3 and v[0] == g["uuid"] and v[1].isdigit() and abs(int(v[1]) - g["memoryBytes"] // MiB) <= 1
+            # nvidia-smi's memory.total is NVML's v1 total, reserve included
+            r.check(len(v) == 3 and v[0] == g["uuid"] and v[1].isdigit() and abs(int(v[1]) - self.gpu["memoryBytes"] // MiB) <= 1
                     and v[2] == cc, "nvidia-smi agrees", ", ".join(v) if v else o.strip()[-200:])
         step = 256 * MiB  # contract.MemoryStep
         r.info("the node plugin would offer on it: %s; any-size up to %s in steps of %s; time-sliced shares of the whole GPU"

@@ -293,11 +293,11 @@ func TestProofOnSimulatedDriver(t *testing.T) {
 		}
 	}
 
-	if !strings.Contains(r.text, "GPU 0: Tesla V100-PCIE-32GB, 32768 MiB, GPU-5f0c0dd8-6c5e-4c0e-9b6e-0000000000a1, compute capability 7.0 (Volta), MIG mode not supported") {
+	if !strings.Contains(r.text, "GPU 0: Tesla V100-PCIE-32GB, 32768 MiB (nvml_v2), GPU-5f0c0dd8-6c5e-4c0e-9b6e-0000000000a1, compute capability 7.0 (Volta), MIG mode not supported") {
 		t.Errorf("discovery: the report lacks the GPU's line")
 	}
 	for _, name := range []string{"discovery finds the GPU", "the model is the driver's device name",
-		"UUID, memory and compute capability are read"} {
+		"UUID, memory and compute capability are read", "the memory is what allocations can get, as the node plugin reads it"} {
 		if ls := r.find("Discovery", name); len(ls) != 1 || ls[0].status != "PASS" {
 			t.Errorf("discovery: %s: %+v", name, ls)
 		}

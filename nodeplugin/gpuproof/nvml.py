@@ -10,7 +10,11 @@ where nvidia-ml-py is not installed. make test holds discover() to the node
 plugin's own: TestDiscoveryMatchesNodePlugin runs both on the simulated GPU
 and compares every field.
 
-  nvml.py discover     the discovered GPUs and those passed over, as JSON
+  nvml.py discover     the discovered GPUs and those passed over, as JSON;
+                       each GPU's memory is the v2 total less the driver's
+                       reserve where the library has the v2 call, else the
+                       v1 total, and memorySource says which (nvml_v2,
+                       nvml_v1), as the plugin publishes it
   nvml.py gpu          GPU 0: name, UUID, driver and CUDA versions, memory
                        (v1, and v2 with the driver's reserve), MIG mode and
                        instances, compute processes, utilisation, as JSON
@@ -22,7 +26,13 @@ import sys
 SUCCESS = 0
 ERROR_NOT_SUPPORTED = 3
 ERROR_INSUFFICIENT_SIZE = 7
+ERROR_FUNCTION_NOT_FOUND = 13
+ERROR_ARGUMENT_VERSION_MISMATCH = 25
 DEVICE_MIG_ENABLE = 1
+
+# Where discovery read a GPU's memory: contract.MemorySourceNVMLv2 / v1.
+MEMORY_NVML_V2 = "nvml_v2"
+MEMORY_NVML_V1 = "nvml_v1"
 
 # nvmlDeviceArchitecture_t, named as nodeplugin/discovery.ArchitectureName
 ARCHITECTURES = {2: "Kepler", 3: "Maxwell", 4: "Pascal", 5: "Volta", 6: "Turing", 7: "Ampere", 8: "Ada",
@@ -119,14 +129,21 @@ class NVML:
         m = Memory()
         return self.ret("nvmlDeviceGetMemoryInfo", h, ctypes.byref(m)), m
 
+    def has(self, fn):
+        """Whether the library exports fn (go-nvml's LookupSymbol)."""
+        return hasattr(self.lib, fn)
+
+    def memory_v2_info(self, h):
+        """(return, MemoryV2); call only where has() the symbol."""
+        m = MemoryV2(version=ctypes.sizeof(MemoryV2) | 2 << 24)
+        return self.ret("nvmlDeviceGetMemoryInfo_v2", h, ctypes.byref(m)), m
+
     def memory_v2(self, h):
         """(total, reserved) by the v2 memory info; None where the driver
         lacks it."""
-        m = MemoryV2(version=ctypes.sizeof(MemoryV2) | 2 << 24)
-        try:
-            r = self.ret("nvmlDeviceGetMemoryInfo_v2", h, ctypes.byref(m))
-        except AttributeError:
+        if not self.has("nvmlDeviceGetMemoryInfo_v2"):
             return None
+        r, m = self.memory_v2_info(h)
         return (m.total, m.reserved) if r == SUCCESS else None
 
     def mig_mode(self, h):
@@ -176,6 +193,25 @@ class NVML:
         return u.gpu if r == SUCCESS else None
 
 
+def read_memory(nv, h):
+    """nodeplugin/discovery's readMemory: (usable bytes, source, error). The
+    v2 total less what the driver reserves where the library has the v2
+    call, v1's total where it does not or the driver does not support it; a
+    library without the symbol is never called through it."""
+    if nv.has("nvmlDeviceGetMemoryInfo_v2"):
+        r, m = nv.memory_v2_info(h)
+        if r == SUCCESS:
+            if m.reserved >= m.total:
+                return 0, "", "NVML's v2 memory info reserves %d of %d bytes: nothing is left for slices" % (m.reserved, m.total)
+            return m.total - m.reserved, MEMORY_NVML_V2, None
+        if r not in (ERROR_NOT_SUPPORTED, ERROR_FUNCTION_NOT_FOUND, ERROR_ARGUMENT_VERSION_MISMATCH):
+            return 0, "", "read memory (v2): %s" % nv.text(r)
+    r, m = nv.memory(h)
+    if r != SUCCESS:
+        return 0, "", "read memory: %s" % nv.text(r)
+    return m.total, MEMORY_NVML_V1, None
+
+
 def read_gpu(nv, index):
     """One GPU as nodeplugin/discovery's read; (gpu, error)."""
     g = {"index": index, "uuid": ""}
@@ -193,9 +229,9 @@ def read_gpu(nv, index):
     check("UUID", r)
     r, g["name"] = nv.string("nvmlDeviceGetName", h)
     check("name", r)
-    r, mem = nv.memory(h)
-    check("memory", r)
-    g["memoryBytes"] = mem.total
+    g["memoryBytes"], g["memorySource"], err = read_memory(nv, h)
+    if err:
+        errs.append(err)
     major, minor = ctypes.c_int(), ctypes.c_int()
     check("compute capability", nv.ret("nvmlDeviceGetCudaComputeCapability", h, ctypes.byref(major), ctypes.byref(minor)))
     g["ccMajor"], g["ccMinor"] = major.value, minor.value

@@ -141,6 +141,7 @@ type pyGPU struct {
 	UUID              string `json:"uuid"`
 	Name              string `json:"name"`
 	MemoryBytes       uint64 `json:"memoryBytes"`
+	MemorySource      string `json:"memorySource"`
 	CCMajor           int    `json:"ccMajor"`
 	CCMinor           int    `json:"ccMinor"`
 	Architecture      string `json:"architecture"`
@@ -153,13 +154,17 @@ type pyGPU struct {
 
 // The GPU gpu-proof discovers is the one nodeplugin/discovery discovers
 // through go-nvml on the same simulated library: every field, on a GPU
-// and on a GPU in MIG mode.
+// and on a GPU in MIG mode. The driver reserves memory, so v1's total and
+// v2's usable memory differ, and reading the other one than the plugin
+// fails.
 func TestDiscoveryMatchesNodePlugin(t *testing.T) {
 	prerequisites(t, "gcc", "make", "python3")
 	fake := fakeNVML(t)
 	lib := nvml.New(nvml.WithLibraryPath(filepath.Join(fake, "libnvidia-ml.so.1")))
+	const reserved = 423 << 20
 	for _, mig := range []bool{false, true} {
-		env := []string{"LD_LIBRARY_PATH=" + fake, "FAKEGPU_STATE=" + filepath.Join(t.TempDir(), "state")}
+		env := []string{"LD_LIBRARY_PATH=" + fake, "FAKEGPU_STATE=" + filepath.Join(t.TempDir(), "state"),
+			"FAKEGPU_RESERVED_BYTES=" + strconv.Itoa(reserved)}
 		if mig {
 			env = append(env, "FAKEGPU_MIG_UUID=MIG-5f0c0dd8-0000-4000-8000-000000000001", "FAKEGPU_MIG_PROFILE=1g.5gb",
 				"FAKEGPU_MIG_MEMORY=5100273664", "FAKEGPU_NAME=NVIDIA A100-SXM4-40GB", "FAKEGPU_COMPUTE_CAPABILITY=8.0")
@@ -172,9 +177,17 @@ func TestDiscoveryMatchesNodePlugin(t *testing.T) {
 			t.Fatalf("nvml init on the fake: %v", ret)
 		}
 		res, err := discovery.Discover(lib)
+		var v1 nvml.Memory
+		if !mig {
+			dev, _ := lib.DeviceGetHandleByIndex(0)
+			v1, _ = dev.GetMemoryInfo()
+		}
 		lib.Shutdown()
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !mig && (len(res.GPUs) != 1 || res.GPUs[0].MemorySource != discovery.MemoryNVMLv2 || res.GPUs[0].MemoryBytes != v1.Total-reserved) {
+			t.Fatalf("the node plugin discovered %+v: want one GPU with v1's total %d less the %d reserved, from v2", res.GPUs, v1.Total, reserved)
 		}
 		var got struct {
 			GPUs    []pyGPU             `json:"gpus"`
@@ -185,7 +198,7 @@ func TestDiscoveryMatchesNodePlugin(t *testing.T) {
 		}
 		var want []pyGPU
 		for _, g := range res.GPUs {
-			want = append(want, pyGPU{Index: g.Index, UUID: g.UUID, Name: g.Name, MemoryBytes: g.MemoryBytes, CCMajor: g.CCMajor,
+			want = append(want, pyGPU{Index: g.Index, UUID: g.UUID, Name: g.Name, MemoryBytes: g.MemoryBytes, MemorySource: g.MemorySource, CCMajor: g.CCMajor,
 				CCMinor: g.CCMinor, Architecture: g.Architecture, PCIBusID: g.PCIBusID, Minor: g.Minor, MIGEnabled: g.MIGEnabled,
 				DriverVersion: g.DriverVersion, CUDADriverVersion: g.CUDADriverVersion})
 		}
