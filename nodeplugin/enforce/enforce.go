@@ -173,9 +173,12 @@ func (e *Enforcer) Run(ctx context.Context) {
 	}
 }
 
-// Close unmaps the limits files of the claims watched.
+// Close withdraws the observations from the limits files of the claims
+// watched and unmaps them: once the enforcer stops, an observation would
+// only hold the claims to memory their processes have freed since.
 func (e *Enforcer) Close() {
 	for uid, o := range e.observers {
+		o.Withdraw()
 		o.Close()
 		delete(e.observers, uid)
 	}

@@ -253,6 +253,24 @@ func TestUnreadableGPUKeepsObservation(t *testing.T) {
 	}
 }
 
+// An enforcer that stops (the plugin's upgrade or rollback) withdraws its
+// observations: left behind, one would hold the claim's processes to
+// memory freed after it for as long as no plugin samples.
+func TestStoppedEnforcerWithdrawsObservations(t *testing.T) {
+	n := newNode()
+	c := enforce.Claim{UID: "a", Namespace: "t", Name: "s", PodUIDs: []string{"pod"}, GPUs: []enforce.GPU{{UUID: "GPU-0", Limit: 8 * GiB}}, LimitsFile: limitsFile(t, 8*GiB)}
+	e, _, _ := n.enforcer(t, []enforce.Claim{c}, "GPU-0")
+	n.run("GPU-0", 1, "pod", 5*GiB)
+	e.Sample()
+	if l := observed(t, c.LimitsFile); l.ObservedUsed != 5*GiB || l.Observed.IsZero() {
+		t.Fatalf("observation while running: %d bytes at %v; want 5 GiB at the sample's time", l.ObservedUsed, l.Observed)
+	}
+	e.Close()
+	if l := observed(t, c.LimitsFile); l.ObservedUsed != 0 || !l.Observed.IsZero() || l.ObservedSeq != 4 {
+		t.Errorf("observation after the enforcer stopped: %d bytes at %v, seq %d; want none (0 bytes, no time) under seq 4", l.ObservedUsed, l.Observed, l.ObservedSeq)
+	}
+}
+
 // A claim of two whole GPUs: each GPU holds it to that GPU's memory, and
 // its observation is both GPUs' memory together (its one budget).
 func TestWholeGPUsObservedTogether(t *testing.T) {

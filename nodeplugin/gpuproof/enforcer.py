@@ -161,6 +161,7 @@ class Enforcer:
 
     def close(self):
         for o in self.observers.values():
+            o.withdraw()
             o.close()
         self.observers = {}
 

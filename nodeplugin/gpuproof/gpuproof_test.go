@@ -177,7 +177,9 @@ func makeWithoutGo(t *testing.T, args ...string) (report, string, error) {
 	file := filepath.Join(t.TempDir(), "report.txt")
 	var env []string
 	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "PATH=") && !strings.HasPrefix(e, "GO") && !strings.HasPrefix(e, "MAKEFLAGS=") {
+		// as from a shell on the GPU machine: no Go, and not inside make
+		// test's make (MAKELEVEL would make it print its directories)
+		if !strings.HasPrefix(e, "PATH=") && !strings.HasPrefix(e, "GO") && !strings.HasPrefix(e, "MAKE") && !strings.HasPrefix(e, "MFLAGS=") {
 			env = append(env, e)
 		}
 	}

@@ -153,6 +153,11 @@ class Observer:
         self.words[L["LIMITS_OFF_OBSERVED_UNIX_NS"] // 8] = t_ns
         self.words[seq] += 1
 
+    def withdraw(self):
+        """accounting.Observer.Withdraw: no enforcer observes the claim any
+        more; the shim charges against the region's count alone."""
+        self.observe(0, 0)
+
     def close(self):
         self.words.release()
         self.m.close()

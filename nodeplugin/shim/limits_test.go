@@ -167,6 +167,38 @@ func TestAllocationAfterFreeIsNotRefused(t *testing.T) {
 	}
 }
 
+// The plugin stops (an upgrade, a rollback) just after an observation made
+// while a process of the claim held memory; that process then exits. With
+// no plugin sampling, the observation would hold a new process to memory
+// nobody uses any more; the stopping enforcer withdraws it, and the new
+// process, already waiting on the stale observation, gets its allocation.
+func TestWithdrawnObservationHoldsNothing(t *testing.T) {
+	e := shimtest.NewEnv(t, slice)
+	obs, err := accounting.OpenObserver(e.LimitsFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	// a process that held 6 GiB when the last sample was taken, gone now
+	obs.Observe(6*GiB+shimtest.ContextBytes, time.Now())
+
+	p := start(t, e.Command(true, "gs_probe", "interactive"))
+	if r := p.alloc(6 * GiB); r != "err 2" {
+		t.Fatalf("6 GiB under an observation of 6 GiB in use, no plugin sampling: %s, want err 2 (the observation refuses it)", r)
+	}
+	// the refusal waits for a next observation; the plugin stops instead,
+	// before or during that wait: both must pass
+	replied := make(chan string, 1)
+	go func() { replied <- p.alloc(6 * GiB) }()
+	obs.Withdraw()
+	if r := <-replied; r != "ok" {
+		t.Errorf("6 GiB of an empty 8 GiB slice once the stopping plugin withdrew its observation: %s, want ok", r)
+	}
+	if l, err := accounting.ReadLimits(e.LimitsFile()); err != nil || l.ObservedUsed != 0 || !l.Observed.IsZero() || l.ObservedSeq%2 != 0 {
+		t.Errorf("limits file after the withdrawal: %+v (%v), want no observation under an even sequence", l, err)
+	}
+}
+
 // A process that allocates and frees most of its slice in a loop, right
 // after an observation, is never refused: its frees since the sample count
 // as its allocations do.

@@ -285,6 +285,18 @@ func (o *Observer) Observe(used uint64, t time.Time) {
 	atomic.AddUint64(seq, 1)
 }
 
+// Withdraw records that no enforcer observes the claim any more (the
+// plugin is stopping): an observation left behind would hold the claim's
+// processes to memory freed after it for as long as no plugin runs, so the
+// shim charges against the region's count alone until the next one.
+func (o *Observer) Withdraw() {
+	seq := o.word(limOffObservedSeq)
+	atomic.AddUint64(seq, 1)
+	atomic.StoreUint64(o.word(limOffObservedUsed), 0)
+	atomic.StoreUint64(o.word(limOffObservedUnixNS), 0)
+	atomic.AddUint64(seq, 1)
+}
+
 func (o *Observer) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&o.m[off])) }
 
 // Close unmaps the file.

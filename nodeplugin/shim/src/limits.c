@@ -96,7 +96,8 @@ void gs_limits_after_fork(void)
 }
 
 /* observed_seq is a sequence lock: odd while the plugin writes the
- * observation, +2 for each one. */
+ * observation, +2 for each one. A time of 0 is no observation: none made
+ * yet, or withdrawn by an enforcer that stopped. */
 bool gs_observation(uint64_t *used, uint64_t *at)
 {
 	if (!gs.lim)
@@ -108,13 +109,14 @@ bool gs_observation(uint64_t *used, uint64_t *at)
 		*used = __atomic_load_n(&gs.lim->observed_used, __ATOMIC_ACQUIRE);
 		*at = __atomic_load_n(&gs.lim->observed_unix_ns, __ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&gs.lim->observed_seq, __ATOMIC_ACQUIRE) == s1)
-			return s1 != 0;
+			return s1 != 0 && *at != 0;
 	}
 	return false;
 }
 
-/* Waits for the plugin's next observation, at most a few sample periods;
- * false when none came (the plugin is not sampling). */
+/* Waits for the plugin's next observation, or its withdrawal, at most a
+ * few sample periods; false when neither came (the plugin is not
+ * sampling). */
 bool gs_wait_observation(void)
 {
 	if (!gs.lim)
@@ -130,6 +132,9 @@ bool gs_wait_observation(void)
 		/* one whole observation begun after this call */
 		if (__atomic_load_n(&gs.lim->observed_seq, __ATOMIC_ACQUIRE) >= seq + 4)
 			return true;
+		uint64_t used, at;
+		if (!gs_observation(&used, &at) && __atomic_load_n(&gs.lim->observed_seq, __ATOMIC_ACQUIRE) > seq)
+			return true; /* withdrawn */
 	}
 	return false;
 }

@@ -61,7 +61,8 @@ static void note_recent(uint64_t plus, uint64_t minus)
 }
 
 /* The claim's memory as observed at unix time `at`, with this process's
- * changes since; 0 without an observation in the last RECENT_BUCKETS. */
+ * changes since (an observation older than RECENT_BUCKETS as it is: the
+ * region's count holds those changes); 0 without an observation. */
 static uint64_t observed_now(void)
 {
 	uint64_t obs, at;
