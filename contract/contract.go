@@ -181,3 +181,8 @@ func MIGDeviceName(gpuIndex int, profile string, placement int) string {
 	}, profile)
 	return fmt.Sprintf("%s%d-mig-%s-%d", CounterSetPrefix, gpuIndex, p, placement)
 }
+
+// TaintUnhealthy is the key of the taint the node plugin puts on every
+// device of a GPU the driver reports failing (its value is the reason, e.g.
+// xid-79); DeviceTaintRules and tolerations name it.
+const TaintUnhealthy = "gpuslice.dev/unhealthy"

@@ -78,6 +78,7 @@ func New(spec Spec, seed string) *server.Server {
 // order: a mixed node, e.g. one A100 in MIG mode beside one that is not.
 func NewNode(specs []Spec, seed string) (*server.Server, error) {
 	var devices []nvml.Device
+	var gpus []*server.Device
 	var migs []*migDevice
 	for _, spec := range specs {
 		cfg, ok := Profiles[spec.Profile]
@@ -94,10 +95,12 @@ func NewNode(specs []Spec, seed string) (*server.Server, error) {
 				migs = append(migs, m...)
 			}
 			devices = append(devices, d)
+			gpus = append(gpus, d)
 		}
 	}
 	s := &server.Server{Devices: devices, DriverVersion: DriverVersion, NvmlVersion: NVMLVersion, CudaDriverVersion: CUDADriverVersion}
 	s.SetMockFuncs()
+	attachFaults(s, gpus)
 	// NVML finds MIG devices by their UUIDs too.
 	byUUID := s.DeviceGetHandleByUUIDFunc
 	s.DeviceGetHandleByUUIDFunc = func(uuid string) (nvml.Device, nvml.Return) {
