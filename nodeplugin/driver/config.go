@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,6 +73,13 @@ type Config struct {
 	// nodes): "/proc", or the files a simulated node's simulation wrote.
 	DriverProcRoot string
 
+	// HealthRecovery is how long a GPU found failing must stay quiet
+	// before its devices are untainted (DefaultHealthRecovery if 0);
+	// HealthPoll how often each GPU is read to see that it answers
+	// (DefaultHealthPoll if 0).
+	HealthRecovery time.Duration
+	HealthPoll     time.Duration
+
 	// Registerer receives the plugin's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
 	Logger     klog.Logger
@@ -134,6 +142,12 @@ func (c *Config) validate() error {
 	}
 	if c.DriverProcRoot == "" {
 		c.DriverProcRoot = "/proc"
+	}
+	if c.HealthRecovery == 0 {
+		c.HealthRecovery = DefaultHealthRecovery
+	}
+	if c.HealthPoll == 0 {
+		c.HealthPoll = DefaultHealthPoll
 	}
 	if c.DriverRootInPlugin == "" {
 		c.DriverRootInPlugin = c.DriverRoot

@@ -2,6 +2,7 @@ package driver_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	drahealth "k8s.io/kubelet/pkg/apis/dra-health/v1"
 
 	"github.com/gpuslice/gpuslice/nodeplugin/driver"
+	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
 )
 
 // TestHealth watches device health as the kubelet does: every device is
@@ -26,20 +28,16 @@ func TestHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	first := func() *drahealth.NodeWatchResourcesResponse {
-		ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
-		defer cancel()
-		stream, err := drahealth.NewDRAResourceHealthClient(conn).NodeWatchResources(ctx, &drahealth.NodeWatchResourcesRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	stream, err := drahealth.NewDRAResourceHealthClient(conn).NodeWatchResources(ctx, &drahealth.NodeWatchResourcesRequest{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	r := first()
+	r, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(r.Devices) != 7 {
 		t.Fatalf("health report covers %d devices, want 7", len(r.Devices))
 	}
@@ -48,13 +46,24 @@ func TestHealth(t *testing.T) {
 			t.Errorf("device %v: %v", d.Device, d.Health)
 		}
 	}
-	cfg.NVML.(*server.Server).Devices[0].(*server.Device).GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
-		return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST
+	if err := simulate.SetLost(cfg.NVML.(*server.Server), 0, true); err != nil {
+		t.Fatal(err)
 	}
-	for _, d := range first().Devices {
-		if d.Health != drahealth.HealthStatus_UNHEALTHY {
-			t.Errorf("device %s after the GPU was lost: %v", d.Device.DeviceName, d.Health)
+	// the plugin reports again as soon as the GPU's health changes
+	for {
+		r, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("no report of the lost GPU: %v", err)
 		}
+		if r.Devices[0].Health == drahealth.HealthStatus_HEALTHY {
+			continue
+		}
+		for _, d := range r.Devices {
+			if d.Health != drahealth.HealthStatus_UNHEALTHY || !strings.Contains(d.Message, "gpu-lost") {
+				t.Errorf("device %s after the GPU was lost: %v %q", d.Device.DeviceName, d.Health, d.Message)
+			}
+		}
+		return
 	}
 }
 

@@ -103,7 +103,7 @@ func pluginConfig(client kubernetes.Interface, node, dir string, gpus int) drive
 	return driver.LocalDirs(driver.Config{SimulatedGPUs: true,
 		NodeName: node, Client: client, NVML: lib, Publish: publish.Options{Fractions: contract.DefaultFractions},
 		DriverRoot: filepath.Join(dir, "driver-root"), ShimSource: shimSource, BootIDFile: bootID,
-		Logger: klog.Background(),
+		HealthPoll: 50 * time.Millisecond, Logger: klog.Background(),
 	}, dir)
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/gpuslice/gpuslice/nodeplugin/cdispec"
 	"github.com/gpuslice/gpuslice/nodeplugin/checkpoint"
 	"github.com/gpuslice/gpuslice/nodeplugin/discovery"
+	"github.com/gpuslice/gpuslice/nodeplugin/health"
 	"github.com/gpuslice/gpuslice/nodeplugin/metrics"
 	"github.com/gpuslice/gpuslice/nodeplugin/publish"
 )
@@ -41,6 +42,11 @@ type Plugin struct {
 	// configuration gives none)
 	registerer   prometheus.Registerer
 	stopEnforcer func()
+	// watcher says which GPUs are unhealthy; healthChanged wakes those
+	// who report it when that changes
+	watcher       *health.Watcher
+	healthChanged *notifier
+	stopHealth    context.CancelFunc
 
 	mu       sync.Mutex
 	prepared map[string]checkpoint.Claim // last saved checkpoint's claims, for metrics
@@ -94,15 +100,21 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 	if err := p.setUpHost(); err != nil {
 		return nil, err
 	}
+	if err := p.startHealth(ctx); err != nil {
+		return nil, fmt.Errorf("watch GPU health: %w", err)
+	}
 	p.classes = watchDeviceClasses(ctx, cfg.Client)
 	p.checkToolkit(ctx)
 	if err := p.reconcileWithCheckpoint(ctx); err != nil {
+		p.stopHealth()
 		return nil, err
 	}
 	p.startEnforcer(ctx)
 
 	for _, dir := range []string{cfg.PluginDataDir, cfg.RegistrarDir} {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
+			p.stopEnforcer()
+			p.stopHealth()
 			return nil, fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
@@ -117,14 +129,18 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 	)
 	if err != nil {
 		p.stopEnforcer()
+		p.stopHealth()
 		return nil, fmt.Errorf("start the kubelet plugin service: %w", err)
 	}
 	p.helper = helper
-	if err := helper.PublishResources(ctx, publish.Build(cfg.NodeName, p.gpus, cfg.Publish)); err != nil {
+	changed := p.healthChanged.changed()
+	if err := helper.PublishResources(ctx, p.resources()); err != nil {
 		helper.Stop()
 		p.stopEnforcer()
+		p.stopHealth()
 		return nil, fmt.Errorf("publish ResourceSlices: %w", err)
 	}
+	go p.republishOnChange(ctx, changed)
 	p.log.Info("node plugin started", "node", cfg.NodeName, "gpus", len(p.gpus), "skipped", len(found.Skipped),
 		"devices", len(p.devices), "socket", cfg.PluginDataDir, "prepared", len(p.prepared))
 	return p, nil
@@ -182,6 +198,9 @@ func (p *Plugin) Stop() {
 	if p.stopEnforcer != nil {
 		p.stopEnforcer()
 	}
+	if p.stopHealth != nil {
+		p.stopHealth()
+	}
 }
 
 // Fatal delivers an error the plugin cannot recover from; the command
@@ -200,12 +219,14 @@ func (p *Plugin) HandleError(ctx context.Context, err error, msg string) {
 	}
 }
 
-// WatchHealthStatus reports each device healthy while NVML can read its
-// GPU, re-sending within the kubelet's 30 s window.
+// WatchHealthStatus reports each device healthy unless the health watcher
+// finds its GPU failing, at once when that changes and otherwise within
+// the kubelet's 30 s window.
 func (p *Plugin) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
 	ticker := time.NewTicker(15 * time.Second)
 	defer ticker.Stop()
 	for {
+		changed := p.healthChanged.changed()
 		select {
 		case <-ctx.Done():
 			return nil
@@ -215,30 +236,21 @@ func (p *Plugin) WatchHealthStatus(ctx context.Context, reports chan<- kubeletpl
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C:
+		case <-changed:
 		}
 	}
 }
 
 func (p *Plugin) health() kubeletplugin.DeviceHealthReport {
 	now := time.Now()
-	status := map[string]kubeletplugin.HealthStatus{}
-	message := map[string]string{}
-	for _, g := range p.gpus {
-		status[g.UUID] = kubeletplugin.HealthStatusHealthy
-		dev, ret := p.cfg.NVML.DeviceGetHandleByUUID(g.UUID)
-		if ret == 0 {
-			_, ret = dev.GetMemoryInfo()
-		}
-		if ret != 0 {
-			status[g.UUID] = kubeletplugin.HealthStatusUnhealthy
-			message[g.UUID] = fmt.Sprintf("NVML cannot read GPU %d: %v", g.Index, ret)
-		}
-	}
+	faults := p.watcher.Unhealthy()
 	var r kubeletplugin.DeviceHealthReport
 	for _, d := range publish.Devices(p.gpus, p.cfg.Publish) {
-		r.Devices = append(r.Devices, kubeletplugin.DeviceHealth{
-			PoolName: p.cfg.NodeName, DeviceName: d.Name, Health: status[d.GPU.UUID], Message: message[d.GPU.UUID], LastUpdated: now,
-		})
+		h := kubeletplugin.DeviceHealth{PoolName: p.cfg.NodeName, DeviceName: d.Name, Health: kubeletplugin.HealthStatusHealthy, LastUpdated: now}
+		if f, bad := faults[d.GPU.UUID]; bad {
+			h.Health, h.Message = kubeletplugin.HealthStatusUnhealthy, fmt.Sprintf("GPU %d (%s): %s", d.GPU.Index, f.Reason, f.Message)
+		}
+		r.Devices = append(r.Devices, h)
 	}
 	return r
 }

@@ -92,6 +92,15 @@ func (p *Plugin) admit(ctx context.Context, cp *checkpoint.Checkpoint, claims []
 			fail(uid, err)
 			continue
 		}
+		if old, ok := cp.Claims[uid]; !ok || old.State != checkpoint.PrepareCompleted || !slices.Equal(old.Devices, entry.Devices) {
+			// a claim prepared before keeps its devices: its pods run
+			// on (NoSchedule), only new slices are refused
+			if err := p.checkHealthy(claim.Namespace+"/"+claim.Name, entry.Devices); err != nil {
+				p.reportRefusal(claim, err)
+				fail(uid, err)
+				continue
+			}
+		}
 		if old, ok := cp.Claims[uid]; ok {
 			if old.State == checkpoint.PrepareCompleted && slices.Equal(old.Devices, entry.Devices) {
 				// prepared before (the kubelet retries after restarts)

@@ -142,9 +142,19 @@ func gpuDevices(g discovery.GPU, o Options) []Device {
 	return out
 }
 
+// Taints are taints by GPU UUID: every device cut from the GPU (partition,
+// any-size, time-sliced or MIG) carries them, so a failing GPU takes no new
+// slice whatever its kind.
+type Taints map[string][]resourcev1.DeviceTaint
+
 // Build returns the driver resources of a node: one pool named after the
 // node, and per GPU a counter slice followed by its device slice.
 func Build(nodeName string, gpus []discovery.GPU, o Options) resourceslice.DriverResources {
+	return BuildTainted(nodeName, gpus, o, nil)
+}
+
+// BuildTainted is Build with the taints of the node's GPUs.
+func BuildTainted(nodeName string, gpus []discovery.GPU, o Options, taints Taints) resourceslice.DriverResources {
 	pool := resourceslice.Pool{}
 	for _, g := range gpus {
 		if g.MIGEnabled && len(g.MIG) == 0 {
@@ -156,7 +166,9 @@ func Build(nodeName string, gpus []discovery.GPU, o Options) resourceslice.Drive
 		}}})
 		var ds []resourcev1.Device
 		for _, d := range gpuDevices(g, o) {
-			ds = append(ds, apiDevice(d))
+			dev := apiDevice(d)
+			dev.Taints = slices.Clone(taints[g.UUID])
+			ds = append(ds, dev)
 		}
 		pool.Slices = append(pool.Slices, resourceslice.Slice{Devices: ds})
 	}
