@@ -105,7 +105,7 @@ func run(ctx context.Context, o options) error {
 	if o.cfg.Client, err = kubernetes.NewForConfig(rc); err != nil {
 		return err
 	}
-	lib, shutdown, err := openNVML(&o)
+	lib, shutdown, err := openNVML(ctx, &o)
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 // openNVML loads the real library, or builds the simulated node.
-func openNVML(o *options) (nvml.Interface, func(), error) {
+func openNVML(ctx context.Context, o *options) (nvml.Interface, func(), error) {
 	if o.simulate != "" {
 		specs, err := simulate.ParseNode(o.simulate)
 		if err != nil {
@@ -178,6 +178,12 @@ func openNVML(o *options) (nvml.Interface, func(), error) {
 			return nil, nil, err
 		}
 		o.cfg.SimulatedGPUState = func(uuid string) string { return simulate.StateFile(states, uuid) }
+		// The simulated driver's fault log: XIDs, ECC errors and lost
+		// GPUs a test injects on a real node.
+		faults := simulate.FaultFile(o.cfg.StateDir)
+		if err := simulate.WatchFaults(ctx, lib, faults, func(format string, args ...any) { klog.Errorf(format, args...) }); err != nil {
+			return nil, nil, err
+		}
 		return lib, func() {}, nil
 	}
 	lib := nvml.New(nvml.WithLibraryPath(o.nvmlLibrary))

@@ -17,9 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/internal/gobuild"
+	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
 )
 
 func build(t *testing.T) string {
@@ -43,7 +45,9 @@ func dirFlags(dir string) []string {
 
 // TestSimulatedNode runs the command as a DaemonSet would, on a simulated
 // node of the local control plane: it publishes the slices of two V100s,
-// serves DCGM-style metrics, and stops cleanly on SIGTERM.
+// serves DCGM-style metrics, taints a GPU's devices on an XID written to
+// the simulated driver's fault log and untaints them after
+// --health-recovery, and stops cleanly on SIGTERM.
 func TestSimulatedNode(t *testing.T) {
 	c := clustertest.Start(t, cluster.Options{})
 	ctx := context.Background()
@@ -56,7 +60,7 @@ func TestSimulatedNode(t *testing.T) {
 	writeFile(t, shimLib, "stand-in")
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, append(dirFlags(dir), "--node-name", "cmd-node", "--kubeconfig", c.KubeconfigPath,
-		"--simulate", "v100-sxm2-32gb:2", "--shim-library", shimLib, "--metrics-address", addr)...)
+		"--simulate", "v100-sxm2-32gb:2", "--shim-library", shimLib, "--metrics-address", addr, "--health-recovery", "3s")...)
 	out := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -86,6 +90,38 @@ func TestSimulatedNode(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+
+	faults, err := os.OpenFile(simulate.FaultFile(filepath.Join(dir, "state")), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("the simulated driver's fault log: %v", err)
+	}
+	_, err = faults.WriteString("xid 1 79\n")
+	faults.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// tainted: GPU 1's 7 devices, then none
+	for _, want := range []int{7, 0} {
+		var tainted int
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			list, err := c.Client().ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=cmd-node"})
+			tainted = 0
+			for _, s := range list.Items {
+				for _, d := range s.Spec.Devices {
+					if len(d.Taints) == 1 && d.Taints[0].Key == contract.TaintUnhealthy && d.Taints[0].Value == "xid-79" && *d.Attributes[contract.AttrIndex].IntValue == 1 {
+						tainted++
+					} else if len(d.Taints) > 0 {
+						return false, fmt.Errorf("device %s: taints %v", d.Name, d.Taints)
+					}
+				}
+			}
+			return tainted == want, err
+		})
+		if err != nil {
+			t.Fatalf("%d devices tainted xid-79, want %d: %v\n%s", tainted, want, err, out)
+		}
+	}
+
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
