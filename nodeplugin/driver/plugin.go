@@ -103,6 +103,7 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 	if err := p.startHealth(ctx); err != nil {
 		return nil, fmt.Errorf("watch GPU health: %w", err)
 	}
+	reg.MustRegister(metrics.HealthCollector{GPUs: p.gpus, Hostname: cfg.NodeName, Reason: p.unhealthyReason})
 	p.classes = watchDeviceClasses(ctx, cfg.Client)
 	p.checkToolkit(ctx)
 	if err := p.reconcileWithCheckpoint(ctx); err != nil {

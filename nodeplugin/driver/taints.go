@@ -66,6 +66,12 @@ func (n *notifier) notify() {
 	n.ch = make(chan struct{})
 }
 
+// unhealthyReason is why the GPU is unhealthy, "" if it is not.
+func (p *Plugin) unhealthyReason(uuid string) string {
+	f, _ := p.watcher.Fault(uuid)
+	return f.Reason
+}
+
 // resources are the node's slices, an unhealthy GPU's devices tainted.
 func (p *Plugin) resources() resourceslice.DriverResources {
 	taints := publish.Taints{}

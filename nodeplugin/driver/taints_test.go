@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"github.com/prometheus/client_golang/prometheus"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -28,6 +29,8 @@ func TestUnhealthyGPUTainted(t *testing.T) {
 	e := newEnv(t, node)
 	cfg := pluginConfig(e.client, node, filepath.Join(t.TempDir(), node), 2)
 	cfg.HealthRecovery = 2 * time.Second
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
 	p, err := driver.Start(e.ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -40,6 +43,12 @@ func TestUnhealthyGPUTainted(t *testing.T) {
 		t.Fatalf("inject XID 79: reached %d event sets, %v", n, err)
 	}
 	e.waitTaints(node, 0, "xid-79")
+	if got := gauge(t, reg, "gpuslice_gpu_unhealthy", map[string]string{"gpu": "0", "reason": "xid-79"}); got != 1 {
+		t.Errorf("gpuslice_gpu_unhealthy{gpu=0,reason=xid-79} = %v, want 1", got)
+	}
+	if got := gauge(t, reg, "gpuslice_gpu_unhealthy", map[string]string{"gpu": "1", "reason": ""}); got != 0 {
+		t.Errorf("gpuslice_gpu_unhealthy{gpu=1} = %v, want 0", got)
+	}
 
 	a := e.runPod("a", whole, node)
 	if cl, _ := e.placement("a", a, true); allocated(cl) != "gpu-1-100pct-1" {
@@ -67,6 +76,9 @@ func TestUnhealthyGPUTainted(t *testing.T) {
 	}
 
 	e.waitTaints(node, 0, "")
+	if got := gauge(t, reg, "gpuslice_gpu_unhealthy", map[string]string{"gpu": "0", "reason": ""}); got != 0 {
+		t.Errorf("gpuslice_gpu_unhealthy{gpu=0} after recovery = %v, want 0", got)
+	}
 	if cl, _ := e.placement("b", b, true); !strings.HasPrefix(allocated(cl), "gpu-0-50pct-") {
 		t.Fatalf("pod b got %s after GPU 0 recovered, want half of GPU 0", allocated(cl))
 	}
