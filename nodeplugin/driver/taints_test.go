@@ -119,3 +119,43 @@ func (e *env) waitTaints(node string, gpu int, reason string) {
 		e.t.Fatalf("node %s: GPU %d's devices tainted %q and no other: %v (device %s differs)", node, gpu, reason, err, bad)
 	}
 }
+
+// TestUnhealthyMIGGPUTainted: a double-bit ECC error on an A100 in MIG mode
+// taints each of its MIG devices and no device of the V100 beside it; the
+// scheduler leaves a pod for its free instance pending, a claim allocated
+// there before the error is refused by prepare, and after recovery the
+// pending pod gets the instance.
+func TestUnhealthyMIGGPUTainted(t *testing.T) {
+	node := "mig-taint-node"
+	e := newEnv(t, node)
+	cfg := e.migPluginConfig(node, mixedNode)
+	cfg.HealthRecovery = 2 * time.Second
+	p, err := driver.Start(e.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	e.waitSlices(node, 2+7)
+	mig := e.migClass("1g.5gb")
+	before, _ := e.placement("before", e.runPod("before", mig, node), true)
+
+	if n, err := simulate.InjectDoubleBitECC(cfg.NVML.(*server.Server), 0); err != nil || n != 1 {
+		t.Fatalf("inject a double-bit ECC error: reached %d event sets, %v", n, err)
+	}
+	e.waitTaints(node, 0, "ecc-double-bit")
+	after := e.runPod("after", mig, node)
+	e.placement("after", after, false)
+	kubelet, err := kubeletsim.Dial(cfg.SocketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kubelet.Close()
+	if _, err := kubelet.Prepare(e.ctx, before); err == nil || !strings.Contains(err.Error(), "ecc-double-bit") {
+		t.Fatalf("prepare of a MIG instance of the failing GPU: %v; want it refused, naming the error", err)
+	}
+
+	e.waitTaints(node, 0, "")
+	if cl, _ := e.placement("after", after, true); !strings.HasPrefix(allocated(cl), "gpu-0-mig-1g-5gb-") {
+		t.Fatalf("pod after got %s once the A100 recovered, want its free 1g.5gb instance", allocated(cl))
+	}
+}
