@@ -64,6 +64,10 @@ type Watcher struct {
 	byUUID map[string]discovery.GPU
 	set    nvml.EventSet
 
+	// ecc is each GPU's volatile uncorrected ECC count at its last
+	// reading (the watcher's goroutine only)
+	ecc map[string]uint64
+
 	mu     sync.Mutex
 	faults map[string]Fault // by GPU UUID
 }
@@ -81,7 +85,7 @@ func Start(ctx context.Context, cfg Config) (*Watcher, error) {
 	if cfg.OnChange == nil {
 		cfg.OnChange = func() {}
 	}
-	w := &Watcher{cfg: cfg, byUUID: map[string]discovery.GPU{}, faults: map[string]Fault{}}
+	w := &Watcher{cfg: cfg, byUUID: map[string]discovery.GPU{}, ecc: map[string]uint64{}, faults: map[string]Fault{}}
 	for _, g := range cfg.GPUs {
 		w.byUUID[g.UUID] = g
 	}
@@ -224,7 +228,11 @@ func (w *Watcher) eventGPUs(e nvml.EventData) []string {
 }
 
 // checkAnswers reads each GPU's memory, the reading every part of the
-// plugin depends on: a GPU that cannot answer it is unhealthy.
+// plugin depends on: a GPU that cannot answer it is unhealthy. It reads the
+// volatile uncorrected ECC count too, which catches what the driver
+// delivers no event for: errors since the driver loaded, before the
+// plugin started (a count above 0 at the first reading), and a driver that
+// does not report ECC events. A GPU with ECC off answers NOT_SUPPORTED.
 func (w *Watcher) checkAnswers(now time.Time) {
 	for u, g := range w.byUUID {
 		dev, ret := w.cfg.NVML.DeviceGetHandleByUUID(u)
@@ -235,9 +243,19 @@ func (w *Watcher) checkAnswers(now time.Time) {
 		case nvml.SUCCESS:
 		case nvml.ERROR_GPU_IS_LOST:
 			w.fault(now, u, ReasonLost, fmt.Sprintf("GPU %d fell off the bus: NVML answers %v", g.Index, ret))
+			continue
 		default:
 			w.fault(now, u, ReasonNoAnswer, fmt.Sprintf("NVML cannot read GPU %d: %v", g.Index, ret))
+			continue
 		}
+		n, ret := dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		if prev, seen := w.ecc[u]; n > prev || (!seen && n > 0) {
+			w.fault(now, u, ReasonDoubleBitECC, fmt.Sprintf("%d uncorrectable ECC errors since the driver loaded", n))
+		}
+		w.ecc[u] = n
 	}
 }
 

@@ -27,7 +27,12 @@ type env struct {
 
 func start(t *testing.T, spec simulate.Spec) *env {
 	t.Helper()
-	e := &env{t: t, s: simulate.New(spec, t.Name()), clock: testclock.NewFakeClock(time.Now()), changed: make(chan struct{}, 64)}
+	return startOn(t, simulate.New(spec, t.Name()))
+}
+
+func startOn(t *testing.T, s *server.Server) *env {
+	t.Helper()
+	e := &env{t: t, s: s, clock: testclock.NewFakeClock(time.Now()), changed: make(chan struct{}, 64)}
 	found, err := discovery.Discover(e.s)
 	if err != nil {
 		t.Fatal(err)
@@ -144,5 +149,23 @@ func TestApplicationXIDs(t *testing.T) {
 		if _, app := health.ApplicationXID(x); app {
 			t.Errorf("XID %d makes the GPU unhealthy", x)
 		}
+	}
+}
+
+// TestECCCounter: uncorrectable ECC errors counted before the watcher
+// started (no event reached it) make the GPU unhealthy at its first
+// reading.
+func TestECCCounter(t *testing.T) {
+	s := simulate.New(simulate.Spec{Profile: "v100-32gb", Count: 2}, t.Name())
+	if n, err := simulate.InjectDoubleBitECC(s, 1); err != nil || n != 0 {
+		t.Fatalf("inject before any watcher: %d event sets, %v", n, err)
+	}
+	e := startOn(t, s)
+	e.waitFor(1, health.ReasonDoubleBitECC)
+	if f, _ := e.w.Fault(e.gpus[1].UUID); f.Message != "1 uncorrectable ECC errors since the driver loaded" {
+		t.Errorf("message %q", f.Message)
+	}
+	if f, bad := e.w.Fault(e.gpus[0].UUID); bad {
+		t.Errorf("GPU 0 unhealthy: %+v", f)
 	}
 }

@@ -23,6 +23,7 @@ const supportedEvents = nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBit
 type nodeFaults struct {
 	devices []*server.Device
 	lost    []*atomic.Bool
+	dbe     []*atomic.Uint64 // volatile uncorrected ECC errors
 
 	mu   sync.Mutex
 	sets []*eventSet
@@ -35,8 +36,17 @@ var faultsOf sync.Map // *server.Server -> *nodeFaults
 func attachFaults(s *server.Server, devices []*server.Device) {
 	f := &nodeFaults{devices: devices}
 	for _, d := range devices {
-		lost := &atomic.Bool{}
-		f.lost = append(f.lost, lost)
+		lost, dbe := &atomic.Bool{}, &atomic.Uint64{}
+		f.lost, f.dbe = append(f.lost, lost), append(f.dbe, dbe)
+		d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
+			switch {
+			case lost.Load():
+				return 0, nvml.ERROR_GPU_IS_LOST
+			case t == nvml.MEMORY_ERROR_TYPE_UNCORRECTED && c == nvml.VOLATILE_ECC:
+				return dbe.Load(), nvml.SUCCESS
+			}
+			return 0, nvml.SUCCESS
+		}
 		memory := d.GetMemoryInfoFunc
 		d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
 			if lost.Load() {
@@ -146,12 +156,14 @@ func InjectXID(s *server.Server, gpu int, xid uint64) (int, error) {
 }
 
 // InjectDoubleBitECC makes simulated GPU gpu report an uncorrectable
-// (double-bit) ECC error. It returns how many event sets it reached.
+// (double-bit) ECC error: it counts in the GPU's volatile ECC counter and
+// goes to the event sets. It returns how many event sets it reached.
 func InjectDoubleBitECC(s *server.Server, gpu int) (int, error) {
 	f, err := faults(s, gpu)
 	if err != nil {
 		return 0, err
 	}
+	f.dbe[gpu].Add(1)
 	return f.send(gpu, nvml.EventTypeDoubleBitEccError, 0), nil
 }
 
