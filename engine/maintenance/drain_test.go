@@ -80,6 +80,23 @@ func TestDrainOnTheScheduler(t *testing.T) {
 	if dev := allocatedDevice(t, cs, ns, "a"); !strings.HasPrefix(dev, "gpu-1-") {
 		t.Fatalf("with GPU 0 drained, claim a got %s, want GPU 1's", dev)
 	}
+	gpus, err := maintenance.List(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[int64]maintenance.GPUState{}
+	for _, g := range gpus {
+		if g.Node == node {
+			states[g.Index] = g
+		}
+	}
+	if g := states[0]; g.Drained != resourcev1.DeviceTaintEffectNoSchedule || g.Tainted != g.Devices || g.Devices == 0 || len(g.Claims) != 0 ||
+		len(g.Taints) != 1 || g.Taints[0].Key != maintenance.TaintKey {
+		t.Errorf("GPU 0 listed as %+v, want drained NoSchedule, every device tainted by the drain, no claim", g)
+	}
+	if g := states[1]; g.Drained != "" || g.Tainted != 0 || len(g.Claims) != 1 || g.Claims[0] != ns+"/a" {
+		t.Errorf("GPU 1 listed as %+v, want undrained holding %s/a", g, ns)
+	}
 	runPod(t, cs, ns, "b")
 	waitFor(t, "pod b to be unschedulable", func() (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, "b", metav1.GetOptions{})
@@ -129,6 +146,15 @@ func TestDrainOnTheScheduler(t *testing.T) {
 	})
 	if p, err := cs.CoreV1().Pods(ns).Get(ctx, "a", metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
 		t.Errorf("pod a on GPU 1 was evicted too: %v", err)
+	}
+	gpus, err = maintenance.List(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gpus {
+		if g.Node == node && g.Index == 0 && (g.Drained != resourcev1.DeviceTaintEffectNoExecute || len(g.Claims) != 1 || g.Claims[0] != ns+"/b") {
+			t.Errorf("GPU 0 listed as %+v after drain -evict, want drained NoExecute, %s/b still allocated on it", g, ns)
+		}
 	}
 
 	if err := cs.CoreV1().Pods(ns).Delete(ctx, "b", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil && !apierrors.IsNotFound(err) {
