@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"strings"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,7 +59,8 @@ func objectName(name string) string {
 		return name
 	}
 	sum := sha256.Sum256([]byte(name))
-	return name[:200] + "-" + hex.EncodeToString(sum[:8])
+	// the cut may end a DNS label with '.' or '-', which may not precede '-'
+	return strings.TrimRight(name[:200], ".-") + "-" + hex.EncodeToString(sum[:8])
 }
 
 // targets reports whether rule is a drain rule of t: of the node, and of
