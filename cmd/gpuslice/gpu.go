@@ -88,11 +88,14 @@ func newUndrainCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			names, err := maintenance.Undrain(cmd.Context(), cs, t)
+			u, err := maintenance.Undrain(cmd.Context(), cs, t)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s undrained: deleted DeviceTaintRule(s) %s\n", t, strings.Join(names, ", "))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s undrained: deleted DeviceTaintRule(s) %s\n", t, strings.Join(u.Rules, ", "))
+			if len(u.NodeRules) > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "Node %s stays drained as a whole by %s: gpuslice gpu undrain %s lifts it.\n", t.Node, strings.Join(u.NodeRules, ", "), t.Node)
+			}
 			return nil
 		},
 	}

@@ -139,10 +139,19 @@ func sameSelector(a, b *resourcev1.DeviceTaintSelector) bool {
 	return a != nil && b != nil && eq(a.Driver, b.Driver) && eq(a.Pool, b.Pool) && eq(a.Device, b.Device)
 }
 
+// Undrained is what an undrain did.
+type Undrained struct {
+	// Rules are the DeviceTaintRules deleted.
+	Rules []string
+	// NodeRules are the node-wide drain rules that still drain an
+	// undrained GPU (undrain the node to lift them).
+	NodeRules []string
+}
+
 // Undrain deletes the drain rules of the target: a node's, all of them
-// (node-wide and per GPU); a GPU's, that GPU's. It returns their names,
-// and fails when there were none, saying what is drained on the node.
-func Undrain(ctx context.Context, cs kubernetes.Interface, t Target) ([]string, error) {
+// (node-wide and per GPU); a GPU's, that GPU's. It fails when there were
+// none, saying what is drained on the node.
+func Undrain(ctx context.Context, cs kubernetes.Interface, t Target) (*Undrained, error) {
 	gpuUUID := ""
 	if t.GPU != "" {
 		gpus, err := nodeGPUs(ctx, cs, t.Node)
@@ -169,14 +178,25 @@ func Undrain(ctx context.Context, cs kubernetes.Interface, t Target) ([]string, 
 		}
 		return nil, fmt.Errorf("%s is not drained on its own: node %s is drained as a whole; undrain %s", t, t.Node, t.Node)
 	}
-	var names []string
+	out := &Undrained{}
 	for _, r := range rules {
 		if err := cs.ResourceV1().DeviceTaintRules().Delete(ctx, r.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return names, fmt.Errorf("undrain %s: delete DeviceTaintRule %s: %w", t, r.Name, err)
+			return out, fmt.Errorf("undrain %s: delete DeviceTaintRule %s: %w", t, r.Name, err)
 		}
-		names = append(names, r.Name)
+		out.Rules = append(out.Rules, r.Name)
 	}
-	return names, nil
+	if t.GPU != "" {
+		all, err := owned(ctx, cs, t.Node, "")
+		if err != nil {
+			return out, err
+		}
+		for _, r := range all {
+			if r.Annotations[AnnotationGPU] == "" {
+				out.NodeRules = append(out.NodeRules, r.Name)
+			}
+		}
+	}
+	return out, nil
 }
 
 // owned lists drain's rules of node (and of one GPU, by UUID), by name.

@@ -111,9 +111,9 @@ func TestDrainOnTheScheduler(t *testing.T) {
 		return false, nil
 	})
 
-	names, err := maintenance.Undrain(ctx, cs, gpu0)
-	if err != nil || len(names) != 1 {
-		t.Fatalf("undrain of GPU 0: %v %v", names, err)
+	u, err := maintenance.Undrain(ctx, cs, gpu0)
+	if err != nil || len(u.Rules) != 1 || len(u.NodeRules) != 0 {
+		t.Fatalf("undrain of GPU 0: %+v %v", u, err)
 	}
 	if dev := allocatedDevice(t, cs, ns, "b"); !strings.HasPrefix(dev, "gpu-0-") {
 		t.Fatalf("after undrain, claim b got %s, want GPU 0's", dev)
@@ -163,9 +163,16 @@ func TestDrainOnTheScheduler(t *testing.T) {
 	if _, err := maintenance.Drain(ctx, cs, maintenance.Target{Node: node}, false); err != nil {
 		t.Fatal(err)
 	}
-	names, err = maintenance.Undrain(ctx, cs, maintenance.Target{Node: node})
-	if err != nil || len(names) != 2 {
-		t.Errorf("undrain of the node removed %v (%v), want the node's rule and GPU 0's", names, err)
+	u, err = maintenance.Undrain(ctx, cs, gpu0)
+	if err != nil || len(u.Rules) != 1 || len(u.NodeRules) != 1 || u.NodeRules[0] != "gpuslice-drain-"+node {
+		t.Errorf("undrain of GPU 0 under the node's drain: %+v (%v), want its rule deleted and the node's named", u, err)
+	}
+	if _, err := maintenance.Drain(ctx, cs, gpu0, false); err != nil {
+		t.Fatal(err)
+	}
+	u, err = maintenance.Undrain(ctx, cs, maintenance.Target{Node: node})
+	if err != nil || len(u.Rules) != 2 {
+		t.Errorf("undrain of the node removed %+v (%v), want the node's rule and GPU 0's", u, err)
 	}
 }
 
