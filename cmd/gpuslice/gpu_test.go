@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpuslice/gpuslice/engine/maintenance"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/internal/simnode"
 	"github.com/gpuslice/gpuslice/nodeplugin/publish"
@@ -45,17 +49,22 @@ func TestGPUDrainCommands(t *testing.T) {
 
 	out, code = run(t, env, "gpu", "list")
 	t.Logf("gpuslice gpu list:\n%s", out)
-	var gpu0, gpu1 string
-	for _, l := range strings.Split(out, "\n") {
-		switch {
-		case strings.HasPrefix(l, "cli-drain-node  0 "):
-			gpu0 = l
-		case strings.HasPrefix(l, "cli-drain-node  1 "):
-			gpu1 = l
+	if code != 0 || !regexp.MustCompile(`NoExecute +3/3 +gpuslice.dev/drain=gpu:NoExecute \(3 DeviceTaintRules\)`).MatchString(out) {
+		t.Errorf("list: exit %d, no GPU drained NoExecute with 3 of 3 devices tainted\n%s", code, out)
+	}
+	out, code = run(t, env, "gpu", "list", "-json")
+	var gpus []maintenance.GPUState
+	if err := json.Unmarshal([]byte(out), &gpus); code != 0 || err != nil {
+		t.Fatalf("list -json: exit %d, %v\n%s", code, err, out)
+	}
+	drained := map[int64]string{}
+	for _, g := range gpus {
+		if g.Node == "cli-drain-node" {
+			drained[g.Index] = fmt.Sprintf("%s %d/%d", g.Drained, g.Tainted, g.Devices)
 		}
 	}
-	if code != 0 || !strings.Contains(gpu1, "NoExecute") || !strings.Contains(gpu1, "3/3") || !strings.Contains(gpu0, " -  ") || !strings.Contains(gpu0, "0/3") {
-		t.Errorf("list: exit %d, GPU 0 %q, GPU 1 %q\n%s", code, gpu0, gpu1, out)
+	if drained[0] != " 0/3" || drained[1] != "NoExecute 3/3" {
+		t.Errorf("list -json: GPU 0 %q, GPU 1 %q; want \" 0/3\" and \"NoExecute 3/3\"", drained[0], drained[1])
 	}
 
 	if out, code := run(t, env, "gpu", "undrain", "cli-drain-node/1"); code != 0 || !strings.Contains(out, "cli-drain-node/1 undrained") {

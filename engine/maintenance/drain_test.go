@@ -119,6 +119,7 @@ func TestDrainOnTheScheduler(t *testing.T) {
 		t.Fatalf("after undrain, claim b got %s, want GPU 0's", dev)
 	}
 
+	evictStart := time.Now()
 	d, err = maintenance.Drain(ctx, cs, gpu0, true)
 	if err != nil || d.Effect != resourcev1.DeviceTaintEffectNoExecute {
 		t.Fatalf("drain -evict of GPU 0: %+v %v", d, err)
@@ -130,6 +131,7 @@ func TestDrainOnTheScheduler(t *testing.T) {
 		}
 		return err == nil && p.DeletionTimestamp != nil, err
 	})
+	t.Logf("drain -evict to pod b's deletion: %v", time.Since(evictStart).Round(10*time.Millisecond))
 	// The controller reports on its rule once it has evicted what it
 	// will: then pod a must still be there.
 	waitFor(t, "the eviction to be over", func() (bool, error) {
@@ -144,6 +146,7 @@ func TestDrainOnTheScheduler(t *testing.T) {
 		}
 		return false, nil
 	})
+	t.Logf("drain -evict to the rule's EvictionInProgress=False: %v", time.Since(evictStart).Round(10*time.Millisecond))
 	if p, err := cs.CoreV1().Pods(ns).Get(ctx, "a", metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
 		t.Errorf("pod a on GPU 1 was evicted too: %v", err)
 	}
