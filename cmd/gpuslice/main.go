@@ -20,7 +20,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newValidateCommand(), newPlanCommand(), newApplyCommand(), newDestroyCommand(),
-		newStatusCommand(), newReconcileCommand(), newForceUnlockCommand(), newDevCommand())
+		newStatusCommand(), newReconcileCommand(), newForceUnlockCommand(), newDevCommand(), newGPUCommand())
 	root.SetArgs(terraformStyleFlags(os.Args[1:]))
 	err := root.Execute()
 	var code exitCode

@@ -105,7 +105,7 @@ func (s *Snapshot) countMIG(pkg *spec.Package, left map[string]map[string]resour
 		nc.Published++
 		if d.allocated {
 			nc.Allocated++
-		} else {
+		} else if !d.tainted {
 			nc.Free += fits(d, left, 1)
 		}
 	}
@@ -125,6 +125,9 @@ func (s *Snapshot) countPartitions(pkg *spec.Package, left map[string]map[string
 		nc.Published++
 		if d.allocated {
 			nc.Allocated++
+			continue
+		}
+		if d.tainted {
 			continue
 		}
 		unallocated[d.gpu]++
@@ -160,9 +163,10 @@ func (s *Snapshot) countShares(pkg *spec.Package, sharing string, left map[strin
 		}
 		nc.Published += slicesIn(d.capacity, map[string]int64{}, want)
 		free := slicesIn(d.capacity, used, want)
-		if len(d.shares) == 0 && fits(d, left, 1) == 0 {
-			// its first share charges the GPU's counters in full,
-			// which a partition or another kind's share holds
+		if d.tainted || len(d.shares) == 0 && fits(d, left, 1) == 0 {
+			// tainted: no new share; else its first share charges the
+			// GPU's counters in full, which a partition or another
+			// kind's share holds
 			free = 0
 		}
 		nc.Free += free

@@ -27,7 +27,11 @@ type device struct {
 	consumes         map[string]resource.Quantity // of the counters: once, at a shared device's first share
 	capacity         map[string]int64             // what a shared device's shares divide
 	allocated        bool
-	multiple         bool // allowMultipleAllocations as the API server kept it
+	// tainted: a NoSchedule or NoExecute taint (the node plugin's, or a
+	// DeviceTaintRule's, e.g. a drain) keeps new allocations off it; the
+	// packages' classes tolerate none.
+	tainted  bool
+	multiple bool // allowMultipleAllocations as the API server kept it
 	// shares are a shared device's allocations: consumed capacity and the
 	// class of the request that got it.
 	shares []share
@@ -50,7 +54,7 @@ type Snapshot struct {
 // Load reads the driver's ResourceSlices and every ResourceClaim's
 // allocation from the engine's view.
 func Load(ctx context.Context, v *view.View) (*Snapshot, error) {
-	v.Warm(view.ResourceSlices, view.ResourceClaims)
+	v.Warm(view.ResourceSlices, view.ResourceClaims, view.DeviceTaintRules)
 	s, err := Published(ctx, v)
 	if err != nil {
 		return nil, err
@@ -97,6 +101,9 @@ func Published(ctx context.Context, v *view.View) (*Snapshot, error) {
 			for name, c := range d.Capacity {
 				dev.capacity[string(name)] = c.Value.Value()
 			}
+			for _, t := range d.Taints {
+				dev.tainted = dev.tainted || blocks(t.Effect)
+			}
 			if len(d.ConsumesCounters) > 0 {
 				dev.gpu = pool + "/" + d.ConsumesCounters[0].CounterSet
 				dev.consumes = map[string]resource.Quantity{}
@@ -139,6 +146,9 @@ func (s *Snapshot) ReadAllocations(ctx context.Context, v *view.View) error {
 	if err != nil {
 		return fmt.Errorf("list ResourceClaims: %w", err)
 	}
+	if err := s.readTaintRules(ctx, v); err != nil {
+		return err
+	}
 	for _, claim := range view.Typed[resourcev1.ResourceClaim](claims) {
 		if claim.Status.Allocation == nil {
 			continue
@@ -159,6 +169,34 @@ func (s *Snapshot) ReadAllocations(ctx context.Context, v *view.View) error {
 		}
 	}
 	return nil
+}
+
+// readTaintRules marks the devices a DeviceTaintRule taints so that no
+// new slice lands on them: by driver, pool and device, the only selectors
+// a rule has.
+func (s *Snapshot) readTaintRules(ctx context.Context, v *view.View) error {
+	objs, err := v.List(ctx, view.DeviceTaintRules)
+	if err != nil {
+		return fmt.Errorf("list DeviceTaintRules: %w", err)
+	}
+	for _, r := range view.Typed[resourcev1.DeviceTaintRule](objs) {
+		sel := r.Spec.DeviceSelector
+		if sel == nil || !blocks(r.Spec.Taint.Effect) || (sel.Driver != nil && *sel.Driver != contract.DriverName) {
+			continue
+		}
+		for _, d := range s.devices {
+			if (sel.Pool == nil || *sel.Pool == d.pool) && (sel.Device == nil || *sel.Device == d.name) {
+				d.tainted = true
+			}
+		}
+	}
+	return nil
+}
+
+// blocks reports whether a taint's effect keeps new allocations off a
+// device (None is informational; unknown effects count as None).
+func blocks(e resourcev1.DeviceTaintEffect) bool {
+	return e == resourcev1.DeviceTaintEffectNoSchedule || e == resourcev1.DeviceTaintEffectNoExecute
 }
 
 // shared reports whether the device is given to several claims at once.

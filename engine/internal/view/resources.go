@@ -69,6 +69,11 @@ var (
 	// ResourceSlices the gpuslice node plugins publish: cluster-scoped.
 	ResourceSlices = Resource{GVR: schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"},
 		Kind: "ResourceSlice", Fields: "spec.driver=" + contract.DriverName, Typed: true}
+	// DeviceTaintRules, all of them: a taint any rule puts on a gpuslice
+	// device (a drain's or the platform's own) keeps new slices off it.
+	// Read with the claims, only to count free slices.
+	DeviceTaintRules = Resource{GVR: schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"},
+		Kind: "DeviceTaintRule", Typed: true}
 	// ResourceQuotas, all of them in a namespace read: another team's
 	// quota limits a workload as much as gpuslice's. It also serves the
 	// quota gpuslice renders (Managed), so it keeps what plan compares.
@@ -121,7 +126,7 @@ func ManagedKind(group, kind string) Resource {
 // the fake dynamic client of small tests.
 func ListKinds() map[schema.GroupVersionResource]string {
 	out := map[schema.GroupVersionResource]string{namespacesGVR: "NamespaceList"}
-	for _, r := range []Resource{Pods, ResourceClaims, ResourceSlices, ResourceQuotas, LimitRanges, WarningEvents} {
+	for _, r := range []Resource{Pods, ResourceClaims, ResourceSlices, DeviceTaintRules, ResourceQuotas, LimitRanges, WarningEvents} {
 		out[r.GVR] = r.Kind + "List"
 	}
 	for _, k := range objects.Kinds() {
