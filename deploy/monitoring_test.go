@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpuslice/gpuslice/nodeplugin/enforce"
 	"github.com/gpuslice/gpuslice/nodeplugin/metrics"
 )
 
@@ -31,7 +32,8 @@ func served(t *testing.T) map[string][]string {
 	t.Helper()
 	var reg collectors
 	metrics.NewPlugin(&reg)
-	reg.MustRegister(metrics.ClaimCollector{}, metrics.GPUCollector{}, metrics.ProcessCollector{})
+	enforce.New(enforce.Config{Registerer: &reg})
+	reg.MustRegister(metrics.ClaimCollector{}, metrics.GPUCollector{}, metrics.ProcessCollector{}, metrics.HealthCollector{})
 	out := map[string][]string{}
 	for _, c := range reg.list {
 		ch := make(chan *prometheus.Desc, 64)
@@ -209,7 +211,9 @@ func TestAlertsUseServedMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"GPUSliceClaimOverLimit", "GPUSliceUnattributedGPUMemory", "GPUSlicePrepareErrors", "GPUSliceNodeOpenToImageGPUSelection"} {
+	for _, want := range []string{"GPUSliceClaimOverLimit", "GPUSliceUnattributedGPUMemory", "GPUSlicePrepareErrors", "GPUSliceNodeOpenToImageGPUSelection",
+		"GPUSliceGPUUnhealthy", "GPUSliceEnforcerStoppedProcess", "GPUSliceClaimAtMemoryLimit", "GPUSliceClaimIdle", "GPUSliceClaimUnderused",
+		"GPUSliceTimeSlicedGPUSaturated", "GPUSliceTimeSlicedGPUMemoryFull"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no alert %s", want)
 		}
