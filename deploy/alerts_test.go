@@ -1,8 +1,10 @@
 package deploy_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -125,5 +127,50 @@ func TestAlertTestSeriesAreServed(t *testing.T) {
 				t.Errorf("test %q: %s has labels %v, the plugin serves it with %v (plus instance, job)", tc.Name, m[1], got, want)
 			}
 		}
+	}
+}
+
+// Prometheus parses every query of the dashboard (with its variables set to
+// match all): promtool checks them as the expressions of recording rules.
+func TestDashboardQueriesParse(t *testing.T) {
+	promtool, err := cluster.ToolPath(cluster.FindBinDir(), "promtool")
+	if err != nil {
+		testenv.Unavailable(t, "%v (tools/build.sh promtool)", err)
+	}
+	data, err := os.ReadFile("monitoring/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := yaml.Unmarshal(data, &dash); err != nil {
+		t.Fatal(err)
+	}
+	type rule struct {
+		Record string `json:"record"`
+		Expr   string `json:"expr"`
+	}
+	var rules []rule
+	for i, p := range dash.Panels {
+		for j, q := range p.Targets {
+			expr := strings.NewReplacer("$namespace", ".*", "$node", ".*").Replace(q.Expr)
+			rules = append(rules, rule{Record: fmt.Sprintf("panel_%d_query_%d", i, j), Expr: expr})
+		}
+	}
+	out, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "dashboard-queries.yaml")
+	if err := os.WriteFile(file, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := exec.Command(promtool, "check", "rules", "--lint=none", file).CombinedOutput(); err != nil {
+		t.Fatalf("the dashboard's queries: %v\n%s", err, msg)
 	}
 }

@@ -168,7 +168,8 @@ func TestDashboardUsesServedMetrics(t *testing.T) {
 	}
 	// What the issue asks the dashboard to show.
 	for _, want := range []string{"gpuslice_claim_memory_used_bytes", "gpuslice_claim_memory_limit_bytes", "gpuslice_claim_memory_high_water_bytes",
-		"gpuslice_claim_denied_allocations_total", "gpuslice_claim_throttled_seconds_total", "gpuslice_gpu_unattributed_memory_bytes", "DCGM_FI_DEV_GPU_UTIL"} {
+		"gpuslice_claim_denied_allocations_total", "gpuslice_claim_throttled_seconds_total", "gpuslice_gpu_unattributed_memory_bytes", "DCGM_FI_DEV_GPU_UTIL",
+		"gpuslice_gpu_healthy", "gpuslice_claim_enforcer_kills_total", "gpuslice_claim_over_limit", "gpuslice_claim_gpu_busy_seconds_total", "gpuslice_claim_nvml_memory_used_bytes"} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("dashboard does not show %s", want)
 		}
