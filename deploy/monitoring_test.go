@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpuslice/gpuslice/nodeplugin/enforce"
 	"github.com/gpuslice/gpuslice/nodeplugin/metrics"
 )
 
@@ -31,7 +32,8 @@ func served(t *testing.T) map[string][]string {
 	t.Helper()
 	var reg collectors
 	metrics.NewPlugin(&reg)
-	reg.MustRegister(metrics.ClaimCollector{}, metrics.GPUCollector{}, metrics.ProcessCollector{})
+	enforce.New(enforce.Config{Registerer: &reg})
+	reg.MustRegister(metrics.ClaimCollector{}, metrics.GPUCollector{}, metrics.ProcessCollector{}, metrics.HealthCollector{})
 	out := map[string][]string{}
 	for _, c := range reg.list {
 		ch := make(chan *prometheus.Desc, 64)
@@ -166,7 +168,8 @@ func TestDashboardUsesServedMetrics(t *testing.T) {
 	}
 	// What the issue asks the dashboard to show.
 	for _, want := range []string{"gpuslice_claim_memory_used_bytes", "gpuslice_claim_memory_limit_bytes", "gpuslice_claim_memory_high_water_bytes",
-		"gpuslice_claim_denied_allocations_total", "gpuslice_claim_throttled_seconds_total", "gpuslice_gpu_unattributed_memory_bytes", "DCGM_FI_DEV_GPU_UTIL"} {
+		"gpuslice_claim_denied_allocations_total", "gpuslice_claim_throttled_seconds_total", "gpuslice_gpu_unattributed_memory_bytes", "DCGM_FI_DEV_GPU_UTIL",
+		"gpuslice_gpu_unhealthy", "gpuslice_claim_enforcer_kills_total", "gpuslice_claim_over_limit", "gpuslice_claim_gpu_busy_seconds_total", "gpuslice_claim_nvml_memory_used_bytes"} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("dashboard does not show %s", want)
 		}
@@ -209,7 +212,9 @@ func TestAlertsUseServedMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"GPUSliceClaimOverLimit", "GPUSliceUnattributedGPUMemory", "GPUSlicePrepareErrors", "GPUSliceNodeOpenToImageGPUSelection"} {
+	for _, want := range []string{"GPUSliceClaimOverLimit", "GPUSliceUnattributedGPUMemory", "GPUSlicePrepareErrors", "GPUSliceNodeOpenToImageGPUSelection",
+		"GPUSliceGPUUnhealthy", "GPUSliceEnforcerStoppedProcess", "GPUSliceClaimAtMemoryLimit", "GPUSliceClaimIdle", "GPUSliceClaimUnderused",
+		"GPUSliceTimeSlicedGPUSaturated", "GPUSliceTimeSlicedGPUMemoryFull"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no alert %s", want)
 		}

@@ -3,7 +3,8 @@
 # plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager), a
 # real node (kubelet, containerd, ctr, containerd-shim-runc-v2, runc and the
 # CNI plugins bridge, host-local and loopback in bin/cni/), OpenTofu, the
-# dev tools (gotestsum, staticcheck, tfplugindocs), and the other projects'
+# dev tools (gotestsum, staticcheck, tfplugindocs), promtool (the alerting
+# rules' unit tests, deploy/monitoring/tests/), and the other projects'
 # CRD files the tests install (crds: tools/crds/crds.txt, into bin/crds/).
 # Nothing is downloaded as a release binary. A tool is rebuilt only when its stamp (module go.mod +
 # go.sum, build flags and Go version) changed, so a warm run takes a second.
@@ -20,7 +21,7 @@ mkdir -p "$bin" "$stamps"
 k8s_version=v1.37.2
 containerd_version=v2.4.2
 
-all_tools="gotestsum staticcheck tfplugindocs etcd kube-apiserver kube-scheduler kube-controller-manager kubelet containerd ctr containerd-shim-runc-v2 runc cni/bridge cni/host-local cni/loopback tofu crds"
+all_tools="gotestsum staticcheck tfplugindocs promtool etcd kube-apiserver kube-scheduler kube-controller-manager kubelet containerd ctr containerd-shim-runc-v2 runc cni/bridge cni/host-local cni/loopback tofu crds"
 
 # module dir | package | ldflags | build tags | cgo (0/1)
 tool_spec() {
@@ -43,6 +44,8 @@ tool_spec() {
     gotestsum) echo "devtools|gotest.tools/gotestsum|||0" ;;
     staticcheck) echo "devtools|honnef.co/go/tools/cmd/staticcheck|||0" ;;
     tfplugindocs) echo "devtools|github.com/hashicorp/terraform-plugin-docs/cmd/tfplugindocs|||0" ;;
+    # Only `promtool test rules` is used: no service discovery built in.
+    promtool) echo "prometheus|github.com/prometheus/prometheus/cmd/promtool|-X github.com/prometheus/common/version.Version=3.16.0|remove_all_sd|0" ;;
     *) echo "unknown tool '$1' (known: $all_tools)" >&2; return 1 ;;
   esac
 }

@@ -60,6 +60,9 @@ var (
 	descHighWater = prometheus.NewDesc("gpuslice_claim_memory_high_water_bytes", "Highest memory charged at once.", claimLabels, nil)
 	descDenied    = prometheus.NewDesc("gpuslice_claim_denied_allocations_total", "Allocations refused because they would exceed the budget.", claimLabels, nil)
 	descThrottled = prometheus.NewDesc("gpuslice_claim_throttled_seconds_total", "Time kernel launches were held back to keep the compute share.", claimLabels, nil)
+	// The shim measures GPU time only where it paces launches (a compute
+	// share under 100), so a claim of a whole share has none to report.
+	descBusy      = prometheus.NewDesc("gpuslice_claim_gpu_busy_seconds_total", "GPU time the claim's kernel launches were measured to take (CUDA events around each paced launch); only claims with a compute share under 100 are measured.", claimLabels, nil)
 	descShare     = prometheus.NewDesc("gpuslice_claim_compute_share_percent", "Compute share of the claim.", claimLabels, nil)
 	descProcesses = prometheus.NewDesc("gpuslice_claim_processes", "Processes attached to the claim's region.", claimLabels, nil)
 	descReadError = prometheus.NewDesc("gpuslice_claim_region_read_errors", "1 when the claim's accounting region could not be read at this scrape.", claimLabels, nil)
@@ -76,7 +79,7 @@ type ClaimCollector struct {
 }
 
 func (c ClaimCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLimit, descUsed, descHighWater, descDenied, descThrottled, descShare, descProcesses, descReadError, descMIG} {
+	for _, d := range []*prometheus.Desc{descLimit, descUsed, descHighWater, descDenied, descThrottled, descBusy, descShare, descProcesses, descReadError, descMIG} {
 		ch <- d
 	}
 }
@@ -101,6 +104,9 @@ func (c ClaimCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descHighWater, prometheus.GaugeValue, float64(r.HighWater), labels...)
 		ch <- prometheus.MustNewConstMetric(descDenied, prometheus.CounterValue, float64(r.OOMCount), labels...)
 		ch <- prometheus.MustNewConstMetric(descThrottled, prometheus.CounterValue, r.Throttled.Seconds(), labels...)
+		if r.ComputeShare < 100 {
+			ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, r.GPUBusy.Seconds(), labels...)
+		}
 		ch <- prometheus.MustNewConstMetric(descShare, prometheus.GaugeValue, float64(r.ComputeShare), labels...)
 		alive := 0
 		for _, p := range r.Processes {

@@ -65,3 +65,45 @@ func TestGarbageRegionHurtsOnlyItsClaim(t *testing.T) {
 		}
 	}
 }
+
+// A paced claim reports the GPU time the shim measured (the idle-slice
+// alert divides it by the share); a claim of a whole share is not
+// measured, and reports no busy time rather than a false zero.
+func TestBusyTimeOnlyWhereMeasured(t *testing.T) {
+	root := t.TempDir()
+	claim := func(uid string, share uint32) metrics.Claim {
+		b := accounting.Encode(8<<30, share, false, 100*time.Millisecond, time.Now())
+		binary.LittleEndian.PutUint64(b[144:], uint64(90*time.Second)) // gpu_busy_ns
+		dir := filepath.Join(root, uid)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, contract.RegionFile), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return metrics.Claim{UID: uid, Namespace: "ns", Name: uid, AccountingDir: dir, GPUs: []metrics.ClaimGPU{{UUID: "GPU-0", MemoryLimit: 8 << 30}}}
+	}
+	claims := []metrics.Claim{claim("paced", 25), claim("whole", 100)}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(metrics.ClaimCollector{Claims: func() []metrics.Claim { return claims }})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "gpuslice_claim_gpu_busy_seconds_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "claim_uid" {
+					got[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if len(got) != 1 || got["paced"] != 90 {
+		t.Errorf("gpuslice_claim_gpu_busy_seconds_total by claim: %v, want only paced = 90", got)
+	}
+}
