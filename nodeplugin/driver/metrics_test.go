@@ -106,12 +106,16 @@ func TestClaimMetricsOfEveryKind(t *testing.T) {
 	// the claim's processes as NVML lists them.
 	region := func(pod string, limit, share float64) map[string]float64 {
 		u := strings.Join(gpus[pod], ",")
-		return map[string]float64{
+		m := map[string]float64{
 			"gpuslice_claim_region_read_errors/" + u: 0, "gpuslice_claim_memory_limit_bytes/" + u: limit,
 			"gpuslice_claim_memory_used_bytes/" + u: 0, "gpuslice_claim_memory_high_water_bytes/" + u: 0,
 			"gpuslice_claim_denied_allocations_total/" + u: 0, "gpuslice_claim_throttled_seconds_total/" + u: 0,
 			"gpuslice_claim_compute_share_percent/" + u: share, "gpuslice_claim_processes/" + u: 0,
 		}
+		if share < 100 { // the shim measures GPU time only where it paces
+			m["gpuslice_claim_gpu_busy_seconds_total/"+u] = 0
+		}
+		return m
 	}
 	nvmlSeries := func(m map[string]float64, uuid string, used float64, limited bool) map[string]float64 {
 		m["gpuslice_claim_nvml_memory_used_bytes/"+uuid] = used

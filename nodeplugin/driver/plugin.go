@@ -72,27 +72,9 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 	p.registerer = reg
 	p.metrics = metrics.NewPlugin(reg)
 
-	found, err := discovery.Discover(cfg.NVML)
+	skipped, err := p.discoverGPUs()
 	if err != nil {
 		return nil, err
-	}
-	for _, s := range found.Skipped {
-		p.log.Info("GPU skipped: it is not offered as slices", "index", s.Index, "uuid", s.UUID, "reason", s.Reason)
-		p.metrics.GPUsSkipped.WithLabelValues(fmt.Sprint(s.Index), s.UUID, s.Reason).Set(1)
-	}
-	if err := cfg.Publish.Validate(found.GPUs); err != nil {
-		return nil, fmt.Errorf("node plugin configuration: %w", err)
-	}
-	p.gpus = found.GPUs
-	for _, g := range p.gpus {
-		if g.MIGEnabled {
-			p.log.Info("GPU in MIG mode: offered as its MIG instances only", "index", g.Index, "uuid", g.UUID, "instances", len(g.MIG))
-		}
-	}
-	p.metrics.GPUsPublished.Set(float64(len(p.gpus)))
-	p.devices = map[string]publish.Device{}
-	for _, d := range publish.Devices(p.gpus, cfg.Publish) {
-		p.devices[d.Name] = d
 	}
 	reg.MustRegister(metrics.ClaimCollector{Claims: p.claimsForMetrics}, metrics.GPUCollector{NVML: cfg.NVML, GPUs: p.gpus, Hostname: cfg.NodeName},
 		metrics.ProcessCollector{NVML: cfg.NVML, GPUs: p.gpus, Hostname: cfg.NodeName, Claims: p.claimsForMetrics, ProcRoot: cfg.ProcRoot})
@@ -112,26 +94,11 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 	}
 	p.startEnforcer(ctx)
 
-	for _, dir := range []string{cfg.PluginDataDir, cfg.RegistrarDir} {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			p.stopEnforcer()
-			p.stopHealth()
-			return nil, fmt.Errorf("create %s: %w", dir, err)
-		}
-	}
-	helper, err := kubeletplugin.Start(klog.NewContext(ctx, p.log), p,
-		kubeletplugin.DriverName(contract.DriverName),
-		kubeletplugin.KubeClient(cfg.Client),
-		kubeletplugin.NodeName(cfg.NodeName),
-		kubeletplugin.NodeUID(cfg.NodeUID),
-		kubeletplugin.PluginDataDirectoryPath(cfg.PluginDataDir),
-		kubeletplugin.RegistrarDirectoryPath(cfg.RegistrarDir),
-		kubeletplugin.GRPCVerbosity(6),
-	)
+	helper, err := p.serveKubelet(ctx)
 	if err != nil {
 		p.stopEnforcer()
 		p.stopHealth()
-		return nil, fmt.Errorf("start the kubelet plugin service: %w", err)
+		return nil, err
 	}
 	p.helper = helper
 	changed := p.healthChanged.changed()
@@ -142,9 +109,60 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 		return nil, fmt.Errorf("publish ResourceSlices: %w", err)
 	}
 	go p.republishOnChange(ctx, changed)
-	p.log.Info("node plugin started", "node", cfg.NodeName, "gpus", len(p.gpus), "skipped", len(found.Skipped),
+	p.log.Info("node plugin started", "node", cfg.NodeName, "gpus", len(p.gpus), "skipped", skipped,
 		"devices", len(p.devices), "socket", cfg.PluginDataDir, "prepared", len(p.prepared))
 	return p, nil
+}
+
+// discoverGPUs reads the node's GPUs through NVML and the devices they are
+// published as; it returns how many GPUs it skipped.
+func (p *Plugin) discoverGPUs() (int, error) {
+	found, err := discovery.Discover(p.cfg.NVML)
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range found.Skipped {
+		p.log.Info("GPU skipped: it is not offered as slices", "index", s.Index, "uuid", s.UUID, "reason", s.Reason)
+		p.metrics.GPUsSkipped.WithLabelValues(fmt.Sprint(s.Index), s.UUID, s.Reason).Set(1)
+	}
+	if err := p.cfg.Publish.Validate(found.GPUs); err != nil {
+		return 0, fmt.Errorf("node plugin configuration: %w", err)
+	}
+	p.gpus = found.GPUs
+	for _, g := range p.gpus {
+		if g.MIGEnabled {
+			p.log.Info("GPU in MIG mode: offered as its MIG instances only", "index", g.Index, "uuid", g.UUID, "instances", len(g.MIG))
+		}
+	}
+	p.metrics.GPUsPublished.Set(float64(len(p.gpus)))
+	p.devices = map[string]publish.Device{}
+	for _, d := range publish.Devices(p.gpus, p.cfg.Publish) {
+		p.devices[d.Name] = d
+	}
+	return len(found.Skipped), nil
+}
+
+// serveKubelet starts the kubelet plugin service (registration and the
+// DRA socket) in the plugin's directories.
+func (p *Plugin) serveKubelet(ctx context.Context) (*kubeletplugin.Helper, error) {
+	for _, dir := range []string{p.cfg.PluginDataDir, p.cfg.RegistrarDir} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	helper, err := kubeletplugin.Start(klog.NewContext(ctx, p.log), p,
+		kubeletplugin.DriverName(contract.DriverName),
+		kubeletplugin.KubeClient(p.cfg.Client),
+		kubeletplugin.NodeName(p.cfg.NodeName),
+		kubeletplugin.NodeUID(p.cfg.NodeUID),
+		kubeletplugin.PluginDataDirectoryPath(p.cfg.PluginDataDir),
+		kubeletplugin.RegistrarDirectoryPath(p.cfg.RegistrarDir),
+		kubeletplugin.GRPCVerbosity(6),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("start the kubelet plugin service: %w", err)
+	}
+	return helper, nil
 }
 
 // setUpHost installs the shim library, the preload file and the CDI writer.
