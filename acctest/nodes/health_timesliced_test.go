@@ -12,13 +12,14 @@ import (
 )
 
 // The same for a time-sliced package (two slices per GPU), whose claims
-// share one device: on a real node with two simulated V100s an XID on the
-// GPU of a running time-sliced pod taints that GPU's devices, and the
-// kubelet shows the pod's shared device Unhealthy; two new time-sliced pods
+// share one device, and a double-bit ECC error: on a real node with two
+// simulated V100s an ECC error on the GPU of a running time-sliced pod
+// taints that GPU's devices, and the kubelet shows the pod's shared device
+// Unhealthy; two new time-sliced pods
 // take the other GPU's two slices and a third waits, though the failing GPU
 // has a slice free; after recovery the taint goes, the third lands there
 // and the running pod's device is Healthy again.
-func TestXIDTaintsTimeSlicedGPUOnRealNode(t *testing.T) {
+func TestECCTaintsTimeSlicedGPUOnRealNode(t *testing.T) {
 	h := startHealthNode(t, "real-health-ts", "health-ts", "v100-32gb:2", "--health-recovery=20s", "--time-slicing=true")
 	shared := h.template(&spec.Package{Name: "health-v100-ts", GPUModel: simulate.V100PCIe32GB.Name, Sharing: spec.SharingTimeSliced, Replicas: 2})
 
@@ -27,11 +28,11 @@ func TestXIDTaintsTimeSlicedGPUOnRealNode(t *testing.T) {
 	h.waitRunning(a)
 	h.waitPodHealth(a, claim, corev1.ResourceHealthStatusHealthy)
 
-	injected := h.inject(fmt.Sprintf("xid %d 95", bad))
+	injected := h.inject(fmt.Sprintf("ecc %d", bad))
 	// 4 quarters, 2 halves, the whole GPU and the time-sliced device.
-	h.waitTaints(bad, "xid-95", 8)
-	t.Logf("timing: XID 95 on GPU %d: its 8 devices tainted %v after the fault line was written", bad, time.Since(injected).Round(time.Millisecond))
-	shown := h.waitPodHealth(a, claim, corev1.ResourceHealthStatusUnhealthy, "xid-95", "critical XID 95")
+	h.waitTaints(bad, "ecc-double-bit", 8)
+	t.Logf("timing: double-bit ECC error on GPU %d: its 8 devices tainted %v after the fault line was written", bad, time.Since(injected).Round(time.Millisecond))
+	shown := h.waitPodHealth(a, claim, corev1.ResourceHealthStatusUnhealthy, "ecc-double-bit", "uncorrectable")
 	t.Logf("timing: pod a's status shows its time-sliced device Unhealthy %v after the fault line was written: %s", time.Since(injected).Round(time.Millisecond), shown)
 
 	for i := 1; i <= 2; i++ {
