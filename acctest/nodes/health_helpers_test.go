@@ -75,9 +75,9 @@ func (h *healthNode) template(pkg *spec.Package) string {
 }
 
 // run creates a pod on the node with a claim from template, its container
-// asking for the claim's request "gpu" (so the kubelet names the resource
-// claim:gpu/gpu in the container's status).
-func (h *healthNode) run(name, template string) *corev1.Pod {
+// asking for the claim's request (the whole claim, as the engine's
+// workloads ask, when request is "").
+func (h *healthNode) run(name, template, request string) *corev1.Pod {
 	h.t.Helper()
 	pod, err := h.client.CoreV1().Pods(h.ns).Create(context.Background(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns},
@@ -86,7 +86,7 @@ func (h *healthNode) run(name, template string) *corev1.Pod {
 			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(template)}},
 			Containers: []corev1.Container{{
 				Name: "app", Image: images.SliceCheck, Command: []string{"sh", "-c", "exec sleep 3600"},
-				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu", Request: "gpu"}}},
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu", Request: request}}},
 			}},
 		},
 	}, metav1.CreateOptions{})
@@ -205,11 +205,16 @@ func (h *healthNode) waitTaints(gpu int64, reason string, n int) []string {
 }
 
 // waitPodHealth waits until the pod's container shows its allocated device
-// (resource claim:gpu/gpu, the claim's CDI device) with health want and a
+// (the claim's CDI device, in the resource the kubelet names after the
+// pod's claim and the request the container asks for) with health want and a
 // message holding every part of msg, and returns what it shows.
 func (h *healthNode) waitPodHealth(pod *corev1.Pod, claim *resourcev1.ResourceClaim, want corev1.ResourceHealthStatus, msg ...string) string {
 	h.t.Helper()
 	id := corev1.ResourceID(cdispec.DeviceID(string(claim.UID)))
+	name := corev1.ResourceName("claim:gpu")
+	if r := pod.Spec.Containers[0].Resources.Claims[0].Request; r != "" {
+		name += corev1.ResourceName("/" + r)
+	}
 	var shown string
 	realnodetest.Eventually(h.t, 2*time.Minute, fmt.Sprintf("pod %s's device %s %s in its status", pod.Name, id, want), func() (bool, string) {
 		p, err := h.client.CoreV1().Pods(h.ns).Get(context.Background(), pod.Name, metav1.GetOptions{})
@@ -220,7 +225,7 @@ func (h *healthNode) waitPodHealth(pod *corev1.Pod, claim *resourcev1.ResourceCl
 			return false, fmt.Sprintf("container statuses %+v", p.Status.ContainerStatuses)
 		}
 		st := p.Status.ContainerStatuses[0].AllocatedResourcesStatus
-		if len(st) != 1 || st[0].Name != "claim:gpu/gpu" || len(st[0].Resources) != 1 {
+		if len(st) != 1 || st[0].Name != name || len(st[0].Resources) != 1 {
 			return false, fmt.Sprintf("allocatedResourcesStatus %+v", st)
 		}
 		r := st[0].Resources[0]

@@ -16,6 +16,9 @@ type faultCase struct {
 	gpus string   // the node's simulated GPUs, two of them
 	args []string // more node plugin flags (--health-recovery is 20s)
 	pkg  *spec.Package
+	// request is the claim request the pods' container asks for ("": the
+	// whole claim, as the engine's workloads ask).
+	request string
 	// fault is the fault log line (with the GPU's index for %d), heal the
 	// line that ends it ("" for a fault that is a single event).
 	fault, heal string
@@ -37,7 +40,7 @@ func (c faultCase) run(t *testing.T, node, ns string) {
 	h := startHealthNode(t, node, ns, c.gpus, append([]string{"--health-recovery=20s"}, c.args...)...)
 	tmpl := h.template(c.pkg)
 
-	a := h.run("a", tmpl)
+	a := h.run("a", tmpl, c.request)
 	claim, bad := h.allocated(a)
 	h.waitRunning(a)
 	h.waitPodHealth(a, claim, corev1.ResourceHealthStatusHealthy)
@@ -49,12 +52,12 @@ func (c faultCase) run(t *testing.T, node, ns string) {
 	t.Logf("timing: pod a's status shows its device Unhealthy %v after the fault line was written: %s", since(injected), shown)
 
 	for i := 1; i <= c.others; i++ {
-		p := h.run(fmt.Sprintf("b%d", i), tmpl)
+		p := h.run(fmt.Sprintf("b%d", i), tmpl, c.request)
 		if _, g := h.allocated(p); g == bad {
 			t.Fatalf("pod %s got a slice of the tainted GPU %d", p.Name, g)
 		}
 	}
-	waiting := h.run(fmt.Sprintf("b%d", c.others+1), tmpl)
+	waiting := h.run(fmt.Sprintf("b%d", c.others+1), tmpl, c.request)
 	h.waitUnschedulable(waiting)
 
 	quiet, from := injected, "the fault line was written"

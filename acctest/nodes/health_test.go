@@ -18,7 +18,7 @@ import (
 func TestXIDTaintsGPUOnRealNode(t *testing.T) {
 	faultCase{
 		gpus: "v100-32gb:2", args: []string{"--any-size=true", "--time-slicing=true"},
-		pkg:   &spec.Package{Name: "health-v100-25pct", GPUModel: simulate.V100PCIe32GB.Name, Fraction: 25},
+		pkg: &spec.Package{Name: "health-v100-25pct", GPUModel: simulate.V100PCIe32GB.Name, Fraction: 25}, request: "gpu",
 		fault: "xid %d 79", reason: "xid-79", message: "critical XID 79",
 		devices: 4 + 2 + 1 + 2, // quarters, halves, the whole GPU, the any-size and the time-sliced device
 		others:  4,
@@ -32,8 +32,8 @@ func TestXIDTaintsGPUOnRealNode(t *testing.T) {
 // waits for the failing GPU's free instance, which it gets after recovery.
 func TestXIDTaintsMIGGPUOnRealNode(t *testing.T) {
 	faultCase{
-		gpus:  "a100-40gb:2,mig=1g.5gb*2,3g.20gb",
-		pkg:   &spec.Package{Name: "health-a100-1g-5gb", GPUModel: simulate.A100SXM440GB.Name, MIGProfile: "1g.5gb"},
+		gpus: "a100-40gb:2,mig=1g.5gb*2,3g.20gb",
+		pkg:  &spec.Package{Name: "health-a100-1g-5gb", GPUModel: simulate.A100SXM440GB.Name, MIGProfile: "1g.5gb"}, request: "gpu",
 		fault: "xid %d 48", reason: "xid-48", message: "critical XID 48",
 		devices: 3, others: 2,
 	}.run(t, "real-health-mig", "health-mig")
