@@ -85,7 +85,7 @@ func (h *healthNode) run(name, template, request string) *corev1.Pod {
 			NodeSelector:   map[string]string{"kubernetes.io/hostname": h.node.Name},
 			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(template)}},
 			Containers: []corev1.Container{{
-				Name: "app", Image: images.SliceCheck, Command: []string{"sh", "-c", "exec sleep 3600"},
+				Name: "app", Image: images.SliceCheck, Command: []string{"slice-check", "--sleep"},
 				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu", Request: request}}},
 			}},
 		},
@@ -133,12 +133,14 @@ func (h *healthNode) gpuOfDevice(name string) int64 {
 // waitRunning waits until the pod runs.
 func (h *healthNode) waitRunning(pod *corev1.Pod) {
 	h.t.Helper()
-	realnodetest.Eventually(h.t, 2*time.Minute, "pod "+pod.Name+" running", func() (bool, string) {
+	realnodetest.Eventually(h.t, 2*time.Minute, "pod "+pod.Name+"'s container running", func() (bool, string) {
 		p, err := h.client.CoreV1().Pods(h.ns).Get(context.Background(), pod.Name, metav1.GetOptions{})
-		if err != nil || p.Status.Phase != corev1.PodRunning {
-			return false, fmt.Sprintf("%s %v", errString(err), p.Status.Phase)
+		if err != nil {
+			return false, err.Error()
 		}
-		return true, ""
+		// The phase stays Running through a crash loop: ask the container.
+		running := len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
+		return p.Status.Phase == corev1.PodRunning && running, fmt.Sprintf("%v %+v", p.Status.Phase, p.Status.ContainerStatuses)
 	})
 }
 
