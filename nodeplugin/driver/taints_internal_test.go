@@ -1,0 +1,33 @@
+package driver
+
+import (
+	"testing"
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/gpuslice/gpuslice/nodeplugin/health"
+)
+
+// TestUnhealthyTaintEscalates: the taint is NoSchedule, added when the GPU
+// turned unhealthy, until --health-evict-after has passed; then NoExecute,
+// added at that moment; with 0 it never turns NoExecute.
+func TestUnhealthyTaintEscalates(t *testing.T) {
+	since := time.Date(2026, 12, 6, 18, 0, 0, 0, time.UTC)
+	f := health.Fault{Reason: "xid-79", Since: since, Last: since.Add(time.Minute)}
+	for _, c := range []struct {
+		evictAfter, at time.Duration
+		effect         resourcev1.DeviceTaintEffect
+		added          time.Time
+	}{
+		{0, 24 * time.Hour, resourcev1.DeviceTaintEffectNoSchedule, since},
+		{10 * time.Minute, 10*time.Minute - time.Nanosecond, resourcev1.DeviceTaintEffectNoSchedule, since},
+		{10 * time.Minute, 10 * time.Minute, resourcev1.DeviceTaintEffectNoExecute, since.Add(10 * time.Minute)},
+		{10 * time.Minute, time.Hour, resourcev1.DeviceTaintEffectNoExecute, since.Add(10 * time.Minute)},
+	} {
+		got := unhealthyTaint(f, c.evictAfter, since.Add(c.at))
+		if got.Effect != c.effect || !got.TimeAdded.Time.Equal(c.added) || got.Value != "xid-79" {
+			t.Errorf("evict after %v, %v after the fault: %s=%s:%s added %v, want %s added %v", c.evictAfter, c.at, got.Key, got.Value, got.Effect, got.TimeAdded, c.effect, c.added)
+		}
+	}
+}
