@@ -31,6 +31,10 @@ type GPUState struct {
 	// Claims are the ResourceClaims allocated a device of it, as
 	// namespace/name: the slices still on it.
 	Claims []string `json:"claims"`
+	// Health is the node plugin's verdict, from its health taint
+	// (contract.TaintUnhealthy): "healthy", or "unhealthy: <reason>
+	// (<effect>)".
+	Health string `json:"health"`
 	// Devices is how many devices it publishes; Tainted how many of them
 	// carry a NoSchedule or NoExecute taint.
 	Devices int `json:"devices"`
@@ -137,6 +141,7 @@ func List(ctx context.Context, cs kubernetes.Interface) ([]GPUState, error) {
 		}
 		st.Claims = sets.List(onGPU)
 		sort.Slice(st.Taints, func(i, j int) bool { return st.Taints[i].String() < st.Taints[j].String() })
+		st.Health = healthOf(st.Taints)
 		out = append(out, st)
 	}
 	return out, nil

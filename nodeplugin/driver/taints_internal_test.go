@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,18 @@ func TestUnhealthyTaintEscalates(t *testing.T) {
 		got := unhealthyTaint(f, c.evictAfter, since.Add(c.at))
 		if got.Effect != c.effect || !got.TimeAdded.Time.Equal(c.added) || got.Value != "xid-79" {
 			t.Errorf("evict after %v, %v after the fault: %s=%s:%s added %v, want %s added %v", c.evictAfter, c.at, got.Key, got.Value, got.Effect, got.TimeAdded, c.effect, c.added)
+		}
+	}
+}
+
+// A negative --health-evict-after or --health-recovery is refused, naming
+// the flag, rather than taken as "never" or as the default.
+func TestNegativeHealthDurationsRefused(t *testing.T) {
+	c := Config{HealthEvictAfter: -time.Second, HealthRecovery: -time.Minute}
+	err := c.validate()
+	for _, want := range []string{"--health-evict-after -1s: must be 0 (never evict: running pods finish) or positive", "--health-recovery -1m0s: must be positive"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("validate: %v; want %q", err, want)
 		}
 	}
 }
