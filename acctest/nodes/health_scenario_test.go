@@ -1,13 +1,19 @@
 package nodes
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gpuslice/gpuslice/engine/spec"
+	"github.com/gpuslice/gpuslice/internal/realnode"
 )
 
 // faultCase is one fault under one kind of slice on a real node with two
@@ -28,6 +34,9 @@ type faultCase struct {
 	// devices is how many devices the failing GPU publishes, others how
 	// many slices of pkg the other GPU has room for.
 	devices, others int
+	// restart kills and restarts the node plugin once the GPU is tainted:
+	// the new plugin must still know the fault (an XID comes only once).
+	restart bool
 }
 
 // run puts a pod of the package on the node and faults its GPU: every
@@ -50,6 +59,17 @@ func (c faultCase) run(t *testing.T, node, ns string) {
 	t.Logf("timing: %q: GPU %d's devices %v tainted %v after the fault line was written", fmt.Sprintf(c.fault, bad), bad, tainted, since(injected))
 	shown := h.waitPodHealth(a, claim, corev1.ResourceHealthStatusUnhealthy, c.reason, c.message)
 	t.Logf("timing: pod a's status shows its device Unhealthy %v after the fault line was written: %s", since(injected), shown)
+	if c.restart {
+		h.node.KillNodePlugin()
+		if err := h.node.StartNodePlugin(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		// the new process serves /metrics once started and publishing
+		if got := gpuUnhealthy(t, h.node, bad); got != c.reason {
+			t.Fatalf("the restarted node plugin reports GPU %d unhealthy=%q, want %q (the fault from before the restart)", bad, got, c.reason)
+		}
+		h.waitTaints(bad, c.reason, c.devices)
+	}
 
 	for i := 1; i <= c.others; i++ {
 		p := h.run(fmt.Sprintf("b%d", i), tmpl, c.request)
@@ -71,6 +91,36 @@ func (c faultCase) run(t *testing.T, node, ns string) {
 	if _, g := h.allocated(waiting); g != bad {
 		t.Fatalf("pod %s got GPU %d after GPU %d recovered, want GPU %d (the only room)", waiting.Name, g, bad, bad)
 	}
+}
+
+// gpuUnhealthy is the reason the node plugin's gpuslice_gpu_unhealthy
+// gives for GPU index, "" for a healthy GPU.
+func gpuUnhealthy(t *testing.T, n *realnode.Node, index int64) string {
+	t.Helper()
+	resp, err := http.Get("http://" + n.IP + ":" + strconv.Itoa(realnode.MetricsPort) + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range families["gpuslice_gpu_unhealthy"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["gpu"] == strconv.FormatInt(index, 10) {
+			if m.GetGauge().GetValue() == 1 {
+				return labels["reason"]
+			}
+			return ""
+		}
+	}
+	t.Fatalf("the node plugin of %s reports no gpuslice_gpu_unhealthy for GPU %d", n.Name, index)
+	return ""
 }
 
 func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisecond) }

@@ -14,7 +14,8 @@ import (
 // XID; four new 25 % pods all land on the other GPU and a fifth waits, though
 // the failing GPU has room; once the GPU is quiet for --health-recovery the
 // taint goes, the fifth pod lands there and the running pod's device is
-// Healthy again.
+// Healthy again. A node plugin restart while the GPU is unhealthy keeps the
+// fault: the driver delivers an XID once.
 func TestXIDTaintsGPUOnRealNode(t *testing.T) {
 	faultCase{
 		gpus: "v100-32gb:2", args: []string{"--any-size=true", "--time-slicing=true"},
@@ -22,6 +23,7 @@ func TestXIDTaintsGPUOnRealNode(t *testing.T) {
 		fault: "xid %d 79", reason: "xid-79", message: "critical XID 79",
 		devices: 4 + 2 + 1 + 2, // quarters, halves, the whole GPU, the any-size and the time-sliced device
 		others:  4,
+		restart: true,
 	}.run(t, "real-health", "health")
 }
 

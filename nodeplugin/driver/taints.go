@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -33,7 +34,7 @@ func (p *Plugin) startHealth(ctx context.Context) error {
 	p.healthChanged = newNotifier()
 	w, err := health.Start(ctx, health.Config{
 		NVML: p.cfg.NVML, GPUs: p.gpus, Recovery: p.cfg.HealthRecovery, Poll: p.cfg.HealthPoll, Logger: p.log,
-		OnChange: p.healthChanged.notify,
+		OnChange: p.healthChanged.notify, Store: filepath.Join(p.cfg.StateDir, health.StoreFile),
 	})
 	if err != nil {
 		p.stopHealth()

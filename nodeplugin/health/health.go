@@ -34,11 +34,12 @@ func ReasonXID(xid uint64) string { return fmt.Sprintf("xid-%d", xid) }
 
 // Fault is why a GPU is unhealthy.
 type Fault struct {
-	Reason  string // Reason*, a label value
-	Message string // what happened, for people
+	Reason  string `json:"reason"`  // Reason*, a label value
+	Message string `json:"message"` // what happened, for people
 	// Since is when the GPU turned unhealthy; Last the latest fault, from
 	// which the recovery time runs.
-	Since, Last time.Time
+	Since time.Time `json:"since"`
+	Last  time.Time `json:"last"`
 }
 
 // Config says what to watch.
@@ -56,6 +57,9 @@ type Config struct {
 	OnChange func()
 	Logger   klog.Logger
 	Clock    clock.PassiveClock // the real clock if nil
+	// Store is the file that keeps the faults across restarts (store.go);
+	// empty keeps them in memory only.
+	Store string
 }
 
 // Watcher is a running health watcher.
@@ -70,6 +74,9 @@ type Watcher struct {
 
 	mu     sync.Mutex
 	faults map[string]Fault // by GPU UUID
+
+	saveMu sync.Mutex // one write of Store at a time
+	done   chan struct{}
 }
 
 // Start registers for the GPUs' critical XID and double-bit ECC events and
@@ -85,9 +92,15 @@ func Start(ctx context.Context, cfg Config) (*Watcher, error) {
 	if cfg.OnChange == nil {
 		cfg.OnChange = func() {}
 	}
-	w := &Watcher{cfg: cfg, byUUID: map[string]discovery.GPU{}, ecc: map[string]uint64{}, faults: map[string]Fault{}}
+	w := &Watcher{cfg: cfg, byUUID: map[string]discovery.GPU{}, ecc: map[string]uint64{}, faults: map[string]Fault{}, done: make(chan struct{})}
 	for _, g := range cfg.GPUs {
 		w.byUUID[g.UUID] = g
+	}
+	if cfg.Store != "" {
+		if err := w.load(); err != nil {
+			// failing the start would take every GPU out of service
+			cfg.Logger.Error(err, "GPU health: the faults kept by the last run are unreadable; each GPU counts as healthy until its next fault", "file", cfg.Store)
+		}
 	}
 	if len(cfg.GPUs) > 0 {
 		set, ret := cfg.NVML.EventSetCreate()
@@ -140,7 +153,12 @@ func (w *Watcher) Fault(uuid string) (Fault, bool) {
 	return f, ok
 }
 
+// Done is closed once the watcher has stopped: its last fault is kept and
+// its event set freed.
+func (w *Watcher) Done() <-chan struct{} { return w.done }
+
 func (w *Watcher) run(ctx context.Context) {
+	defer close(w.done)
 	if w.set != nil {
 		defer w.set.Free()
 	}
@@ -253,7 +271,7 @@ func (w *Watcher) checkAnswers(now time.Time) {
 			continue
 		}
 		if prev, seen := w.ecc[u]; n > prev || (!seen && n > 0) {
-			w.fault(now, u, ReasonDoubleBitECC, fmt.Sprintf("%d uncorrectable ECC errors since the driver loaded", n))
+			w.fault(now, u, ReasonDoubleBitECC, fmt.Sprintf("uncorrectable ECC errors since the driver loaded: %d", n))
 		}
 		w.ecc[u] = n
 	}
@@ -269,6 +287,7 @@ func (w *Watcher) fault(now time.Time, uuid, reason, msg string) {
 	f.Reason, f.Message, f.Last = reason, msg, now
 	w.faults[uuid] = f
 	w.mu.Unlock()
+	w.save()
 	if changed {
 		g := w.byUUID[uuid]
 		w.cfg.Logger.Info("GPU unhealthy", "index", g.Index, "uuid", uuid, "reason", reason, "message", msg)
@@ -287,6 +306,9 @@ func (w *Watcher) recover(now time.Time) {
 		}
 	}
 	w.mu.Unlock()
+	if len(healed) > 0 {
+		w.save()
+	}
 	for _, u := range healed {
 		w.cfg.Logger.Info("GPU healthy again", "index", w.byUUID[u].Index, "uuid", u, "quietFor", w.cfg.Recovery)
 	}
@@ -315,6 +337,7 @@ func (w *Watcher) Clear(uuid string, at time.Time) bool {
 		w.cfg.Logger.Info("GPU health clear ignored: a fault came after it", "index", g.Index, "uuid", uuid, "clearedAt", at, "lastFault", f.Last, "reason", f.Reason)
 		return false
 	}
+	w.save()
 	w.cfg.Logger.Info("GPU healthy again: an operator cleared its fault", "index", g.Index, "uuid", uuid, "clearedAt", at, "reason", f.Reason)
 	w.cfg.OnChange()
 	return true

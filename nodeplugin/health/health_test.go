@@ -23,6 +23,7 @@ type env struct {
 	clock   *testclock.FakeClock
 	w       *health.Watcher
 	changed chan struct{}
+	stop    context.CancelFunc
 }
 
 func start(t *testing.T, spec simulate.Spec) *env {
@@ -32,15 +33,25 @@ func start(t *testing.T, spec simulate.Spec) *env {
 
 func startOn(t *testing.T, s *server.Server) *env {
 	t.Helper()
-	e := &env{t: t, s: s, clock: testclock.NewFakeClock(time.Now()), changed: make(chan struct{}, 64)}
+	return startWith(t, s, "", testclock.NewFakeClock(time.Now()))
+}
+
+// startWith starts a watcher keeping its faults in store, on clock.
+func startWith(t *testing.T, s *server.Server, store string, clock *testclock.FakeClock) *env {
+	t.Helper()
+	e := &env{t: t, s: s, clock: clock, changed: make(chan struct{}, 64)}
 	found, err := discovery.Discover(e.s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.gpus = found.GPUs
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	e.w, err = health.Start(ctx, health.Config{
+	e.stop = func() {
+		cancel()
+		<-e.w.Done()
+	}
+	t.Cleanup(e.stop)
+	e.w, err = health.Start(ctx, health.Config{Store: store,
 		NVML: e.s, GPUs: e.gpus, Recovery: recovery, Poll: 10 * time.Millisecond, Clock: e.clock, Logger: ktesting.NewLogger(t, ktesting.NewConfig()),
 		OnChange: func() {
 			select {
@@ -162,7 +173,7 @@ func TestECCCounter(t *testing.T) {
 	}
 	e := startOn(t, s)
 	e.waitFor(1, health.ReasonDoubleBitECC)
-	if f, _ := e.w.Fault(e.gpus[1].UUID); f.Message != "1 uncorrectable ECC errors since the driver loaded" {
+	if f, _ := e.w.Fault(e.gpus[1].UUID); f.Message != "uncorrectable ECC errors since the driver loaded: 1" {
 		t.Errorf("message %q", f.Message)
 	}
 	if f, bad := e.w.Fault(e.gpus[0].UUID); bad {
