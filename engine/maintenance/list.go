@@ -25,6 +25,11 @@ type GPUState struct {
 	// (a drain's, or anyone's) and from the node plugin's ResourceSlices,
 	// once each.
 	Taints []Taint `json:"taints"`
+	// Health is "unhealthy" while its node plugin taints its devices
+	// gpuslice.dev/unhealthy, "healthy" otherwise; HealthReason is then
+	// the taint's value: xid-<n>, ecc-double-bit, gpu-lost, …
+	Health       string `json:"health"`
+	HealthReason string `json:"health_reason,omitempty"`
 	// Drained is the strongest effect of gpuslice's drain rules on it:
 	// "", NoSchedule or NoExecute.
 	Drained resourcev1.DeviceTaintEffect `json:"drained"`
@@ -36,6 +41,12 @@ type GPUState struct {
 	Devices int `json:"devices"`
 	Tainted int `json:"tainted"`
 }
+
+// A GPU's health, as its node plugin says.
+const (
+	Healthy   = "healthy"
+	Unhealthy = "unhealthy"
+)
 
 // Taint is one taint on some of a GPU's devices and where it comes from:
 // the DeviceTaintRules that set it, and whether the node plugin publishes
@@ -78,22 +89,7 @@ func List(ctx context.Context, cs kubernetes.Interface) ([]GPUState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceClaims: %w", err)
 	}
-	holders := map[string]sets.Set[string]{} // pool/device: claims
-	for _, c := range claims.Items {
-		if c.Status.Allocation == nil {
-			continue
-		}
-		for _, r := range c.Status.Allocation.Devices.Results {
-			if r.Driver != contract.DriverName {
-				continue
-			}
-			k := r.Pool + "/" + r.Device
-			if holders[k] == nil {
-				holders[k] = sets.New[string]()
-			}
-			holders[k].Insert(c.Namespace + "/" + c.Name)
-		}
-	}
+	holders := holdersOf(claims.Items)
 	var out []GPUState
 	for _, g := range groupGPUs(published.Items) {
 		st := GPUState{Node: g.Node, Index: g.Index, UUID: g.UUID, Model: g.Model, Devices: len(g.Devices)}
@@ -131,15 +127,41 @@ func List(ctx context.Context, cs kubernetes.Interface) ([]GPUState, error) {
 			}
 			onGPU = onGPU.Union(holders[d.Pool+"/"+d.Name])
 		}
+		st.Health = Healthy
 		for _, t := range seen {
 			sort.Strings(t.Rules)
 			st.Taints = append(st.Taints, *t)
+			if t.Key == contract.TaintUnhealthy && t.FromSlice {
+				st.Health, st.HealthReason = Unhealthy, t.Value
+			}
 		}
 		st.Claims = sets.List(onGPU)
 		sort.Slice(st.Taints, func(i, j int) bool { return st.Taints[i].String() < st.Taints[j].String() })
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// holdersOf maps each allocated gpuslice device, as pool/device, to the
+// claims (namespace/name) it is allocated to.
+func holdersOf(claims []resourcev1.ResourceClaim) map[string]sets.Set[string] {
+	holders := map[string]sets.Set[string]{}
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.Driver != contract.DriverName {
+				continue
+			}
+			k := r.Pool + "/" + r.Device
+			if holders[k] == nil {
+				holders[k] = sets.New[string]()
+			}
+			holders[k].Insert(c.Namespace + "/" + c.Name)
+		}
+	}
+	return holders
 }
 
 type taintKey struct {

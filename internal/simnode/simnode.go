@@ -68,6 +68,24 @@ func (n *Node) Publish(o publish.Options) {
 	n.ctrl.Update(&resources)
 }
 
+// PublishTainted is Publish with taints on every device of the GPUs they
+// name (by UUID), as the node plugin republishes an unhealthy GPU's.
+func (n *Node) PublishTainted(o publish.Options, taints publish.Taints) {
+	resources := publish.BuildTainted(n.Name, n.gpus, o, taints)
+	n.Devices = names(publish.Devices(n.gpus, o))
+	n.ctrl.Update(&resources)
+}
+
+// UUID is the UUID of the node's GPU of that index.
+func (n *Node) UUID(index int) string {
+	for _, g := range n.gpus {
+		if g.Index == index {
+			return g.UUID
+		}
+	}
+	return ""
+}
+
 func names(devs []publish.Device) []string {
 	out := make([]string, len(devs))
 	for i, d := range devs {
