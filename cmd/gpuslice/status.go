@@ -58,7 +58,7 @@ func newStatusCommand() *cobra.Command {
 			// status stands without them.
 			gpus, err := e.GPUStates(cmd.Context())
 			if err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "GPUs not shown: %v\n", err)
+				fmt.Fprintf(cmd.ErrOrStderr(), "GPUs not shown (they need list on ResourceSlices, DeviceTaintRules and every namespace's ResourceClaims): %v\n", err)
 			}
 			printUnhealthyDevices(cmd.OutOrStdout(), addrs, statuses, c.Stack, gpus)
 			if err != nil {

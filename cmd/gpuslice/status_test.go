@@ -10,9 +10,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/gpuslice/gpuslice/contract"
@@ -140,4 +142,59 @@ func TestStatusShowsGPUHealth(t *testing.T) {
 		t.Errorf("status lists %d GPUs of %s, want only the unhealthy one:\n%s", len(lines), n.Name, out)
 	}
 	t.Logf("gpuslice status:\n%s", out)
+}
+
+// TestStatusWithoutGPUReads: a user who may read the stack's workloads but
+// not the cluster's ResourceSlices gets the workloads' status, exit 0, and
+// a note that the GPUs are not shown.
+func TestStatusWithoutGPUReads(t *testing.T) {
+	c := clustertest.Shared(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cliConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	admin := []string{"KUBECONFIG=" + c.KubeconfigPath}
+	if out, code := run(t, admin, "apply", dir, "-stack", "noreads", "-auto-approve"); code != 0 {
+		t.Fatalf("apply: exit %d\n%s", code, out)
+	}
+	t.Cleanup(func() { run(t, admin, "destroy", dir, "-stack", "noreads", "-auto-approve") })
+
+	const user = "status-reader"
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"", "apps", "batch", "events.k8s.io", "apiextensions.k8s.io"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"deviceclasses", "resourceclaims", "resourceclaimtemplates"}, Verbs: []string{"get", "list", "watch"}},
+	}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}}
+	if _, err := c.Client().RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client().RbacV1().ClusterRoles().Delete(context.Background(), user, metav1.DeleteOptions{})
+	})
+	if _, err := c.Client().RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client().RbacV1().ClusterRoleBindings().Delete(context.Background(), user, metav1.DeleteOptions{})
+	})
+	cfg, err := clientcmd.LoadFromFile(c.KubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, auth := range cfg.AuthInfos {
+		auth.Impersonate = user
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+
+	out, code := run(t, []string{"KUBECONFIG=" + kubeconfig}, "status", dir, "-stack", "noreads")
+	if code != 0 || !strings.Contains(out, "WORKLOAD") || !strings.Contains(out, "GPUs not shown (they need list on ResourceSlices, DeviceTaintRules and every namespace's ResourceClaims): list the ResourceSlices of gpuslice.dev:") ||
+		!strings.Contains(out, "forbidden") {
+		t.Errorf("status as %s: exit %d, want 0 with the workloads and a note that the GPUs are not shown:\n%s", user, code, out)
+	}
+	t.Logf("gpuslice status as %s:\n%s", user, out)
 }
