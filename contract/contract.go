@@ -186,3 +186,24 @@ func MIGDeviceName(gpuIndex int, profile string, placement int) string {
 // device of a GPU the driver reports failing (its value is the reason, e.g.
 // xid-79); DeviceTaintRules and tolerations name it.
 const TaintUnhealthy = "gpuslice.dev/unhealthy"
+
+// HealthClearedPrefix begins the Node annotation by which an operator
+// (`gpuslice gpu clear`) tells the node plugin that a GPU it found failing
+// is healthy again, without waiting for the recovery time. The key is the
+// prefix and the GPU's UUID, the value the time of the clear (RFC 3339,
+// nanoseconds): the plugin clears only faults from before it, so a fault
+// after the clear is never hidden. It lives on the Node because tenants
+// cannot write Nodes: a clear is never a tenant's.
+const HealthClearedPrefix = "gpuslice.dev/health-cleared-"
+
+// HealthClearedAnnotation is the annotation key of a clear of the GPU with
+// this UUID (GPU-…, 40 characters: the key's name part stays within the 63
+// an annotation allows).
+func HealthClearedAnnotation(gpuUUID string) string { return HealthClearedPrefix + gpuUUID }
+
+// HealthClearedGPU is the UUID of the GPU an annotation key clears, and
+// whether it is such a key.
+func HealthClearedGPU(key string) (string, bool) {
+	uuid, ok := strings.CutPrefix(key, HealthClearedPrefix)
+	return uuid, ok && uuid != ""
+}

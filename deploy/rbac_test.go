@@ -17,6 +17,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -89,8 +90,9 @@ func TestRBACAndPolicy(t *testing.T) {
 	dir := t.TempDir()
 	shimLib := filepath.Join(dir, "libgpuslice.so")
 	os.WriteFile(shimLib, []byte("stand-in"), 0o644)
+	gpus := simulate.New(simulate.Spec{Profile: "v100-32gb", Count: 1}, "node-a")
 	p, err := driver.Start(ctx, driver.LocalDirs(driver.Config{SimulatedGPUs: true,
-		NodeName: "node-a", Client: sa, NVML: nvml.Interface(simulate.New(simulate.Spec{Profile: "v100-32gb", Count: 1}, "node-a")),
+		NodeName: "node-a", Client: sa, NVML: nvml.Interface(gpus),
 		Publish: publish.Options{Fractions: contract.DefaultFractions}, ShimSource: shimLib,
 	}, dir))
 	if err != nil {
@@ -103,6 +105,37 @@ func TestRBACAndPolicy(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("the plugin, as its service account, did not publish node-a's slices: %v", err)
+	}
+
+	// An operator's clear of a GPU's health taint, an annotation on the
+	// Node: the plugin, as its service account, watches its Node.
+	if n, err := simulate.InjectXID(gpus, 0, 79); err != nil || n != 1 {
+		t.Fatalf("inject XID 79: reached %d event sets, %v", n, err)
+	}
+	healthTaints := func(want int) error {
+		return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			list, err := admin.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-a"})
+			n := 0
+			for _, s := range list.Items {
+				for _, d := range s.Spec.Devices {
+					n += len(d.Taints)
+				}
+			}
+			return err == nil && n == want, err
+		})
+	}
+	if err := healthTaints(7); err != nil {
+		t.Fatalf("GPU 0's 7 devices not tainted after an XID: %v", err)
+	}
+	clear := `{"metadata":{"annotations":{"` + contract.HealthClearedAnnotation(p.GPUs()[0].UUID) + `":"` + time.Now().Format(time.RFC3339Nano) + `"}}}`
+	if _, err := admin.CoreV1().Nodes().Patch(ctx, "node-a", types.MergePatchType, []byte(clear), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := healthTaints(0); err != nil {
+		t.Errorf("the plugin, as its service account, did not read the clear on its Node: %v", err)
+	}
+	if _, err := sa.CoreV1().Nodes().Patch(ctx, "node-a", types.MergePatchType, []byte(clear), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
+		t.Errorf("annotating its Node as the plugin: %v, want forbidden", err)
 	}
 
 	// Another node's slice is refused by the policy (once it is active).

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 )
@@ -42,7 +43,8 @@ func rbacDenied(t *testing.T, what string, err error) {
 // group that the quota's RoleBinding names: they run workloads and claim
 // slices in their namespace, and cannot create device classes or resource
 // slices, edit their quota, remove the policies, bind themselves more
-// roles, drop their namespace's tenant label or exec into pods. Someone the
+// roles, drop their namespace's tenant label, clear a GPU's health taint
+// (an annotation on its Node) or exec into pods. Someone the
 // quota does not name cannot even create a claim.
 func TestTenantRBAC(t *testing.T) {
 	a := admission(t)
@@ -88,6 +90,9 @@ func TestTenantRBAC(t *testing.T) {
 			rbacDenied(t, "bind itself the admin role", err)
 			_, err = kc.CoreV1().ConfigMaps("kube-system").Create(ctx, configMap("x"), dry)
 			rbacDenied(t, "create outside its namespace", err)
+			_, err = kc.CoreV1().Nodes().Patch(ctx, "gpu-node", types.MergePatchType,
+				[]byte(`{"metadata":{"annotations":{"`+contract.HealthClearedAnnotation("GPU-0")+`":"`+time.Now().Format(time.RFC3339Nano)+`"}}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+			rbacDenied(t, "clear a GPU's health taint on its Node", err)
 
 			for _, sub := range []string{"exec", "attach", "ephemeralcontainers"} {
 				verb := "create"

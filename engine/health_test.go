@@ -161,7 +161,7 @@ func TestStatusNamesUnhealthyDevices(t *testing.T) {
 				gpu = g
 			}
 		}
-		return gpu.Health == maintenance.Unhealthy, err
+		return gpu.Unhealthy(), err
 	})
 	if err != nil || gpu.HealthReason != "xid-79" || len(gpu.Claims) != 1 || gpu.Claims[0] != "devhealth/"+claim {
 		t.Errorf("GPU 0 of %s: %+v (%v), want unhealthy (xid-79) holding devhealth/%s", n.Name, gpu, err, claim)

@@ -160,7 +160,11 @@ func setState(gm *gpuModel, st maintenance.GPUState, found bool) {
 	if !found {
 		return
 	}
-	gm.Health, gm.HealthReason, gm.Drained = types.StringValue(st.Health), orNull(st.HealthReason), orNull(string(st.Drained))
+	gm.Health = types.StringValue("healthy")
+	if st.Unhealthy() {
+		gm.Health = types.StringValue("unhealthy")
+	}
+	gm.HealthReason, gm.Drained = orNull(st.HealthReason), orNull(string(st.Drained))
 	for _, t := range st.Taints {
 		gm.Taints = append(gm.Taints, taintModel{Key: types.StringValue(t.Key), Value: types.StringValue(t.Value), Effect: types.StringValue(string(t.Effect)),
 			FromNodePlugin: types.BoolValue(t.FromSlice), Rules: append([]string{}, t.Rules...)})

@@ -78,6 +78,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.cfg.ToolkitConfig, "toolkit-config", toolkit.DefaultConfig, "the host's NVIDIA Container Toolkit configuration (mounted read-only), checked for images picking GPUs with NVIDIA_VISIBLE_DEVICES; empty skips the check")
 	f.StringVar(&o.cfg.BootIDFile, "boot-id-file", checkpoint.DefaultBootIDFile, "file whose content changes on every boot of the node: a new value means a reboot (local clusters simulate one with a file of their own)")
 	f.DurationVar(&o.cfg.HealthRecovery, "health-recovery", driver.DefaultHealthRecovery, "how long a GPU found failing (a critical XID, a double-bit ECC error, lost) must stay quiet before its devices are untainted ("+contract.TaintUnhealthy+") and take new slices again")
+	f.DurationVar(&o.cfg.HealthEvictAfter, "health-evict-after", 0, "how long a GPU stays unhealthy before its taint ("+contract.TaintUnhealthy+") turns from NoSchedule to NoExecute, so that kube-controller-manager's device taint eviction controller evicts the pods using it; 0 never evicts: running pods finish")
 	f.StringVar(&o.metricsAddress, "metrics-address", ":9400", "address serving /metrics and /healthz; empty turns it off")
 	// klog's verbosity only: the plugin logs to stderr, where the kubelet
 	// and `kubectl logs` collect it.

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/kube"
 	"github.com/gpuslice/gpuslice/engine/maintenance"
 )
@@ -31,8 +33,8 @@ func (f *clusterFlags) client() (kubernetes.Interface, error) {
 }
 
 func newGPUCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "gpu", Short: "List GPUs, and drain or undrain them for maintenance (DeviceTaintRules)"}
-	cmd.AddCommand(newDrainCommand(), newUndrainCommand(), newGPUListCommand())
+	cmd := &cobra.Command{Use: "gpu", Short: "List GPUs, drain or undrain them for maintenance (DeviceTaintRules), clear a health taint"}
+	cmd.AddCommand(newDrainCommand(), newUndrainCommand(), newGPUListCommand(), newClearCommand())
 	return cmd
 }
 
@@ -108,7 +110,7 @@ func newGPUListCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "Each GPU with its drain, its devices' taints and the claims still allocated on it",
+		Short: "Each GPU with its health (the node plugin's taint), its drain, its devices' taints and the claims still allocated on it",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cs, err := f.client()
@@ -125,13 +127,13 @@ func newGPUListCommand() *cobra.Command {
 				return enc.Encode(gpus)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tGPU\tUUID\tMODEL\tDRAINED\tTAINTED\tTAINTS\tCLAIMS")
+			fmt.Fprintln(tw, "NODE\tGPU\tUUID\tMODEL\tHEALTH\tDRAINED\tTAINTED\tTAINTS\tCLAIMS")
 			for _, g := range gpus {
 				taints := make([]string, len(g.Taints))
 				for i, t := range g.Taints {
 					taints[i] = t.String()
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", g.Node, g.Index, g.UUID, g.Model, dash(string(g.Drained)),
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", g.Node, g.Index, g.UUID, g.Model, g.Health, dash(string(g.Drained)),
 					g.Tainted, g.Devices, dash(strings.Join(taints, "; ")), dash(strings.Join(g.Claims, ", ")))
 			}
 			return tw.Flush()
@@ -139,5 +141,50 @@ func newGPUListCommand() *cobra.Command {
 	}
 	f.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the GPUs as JSON")
+	return cmd
+}
+
+func newClearCommand() *cobra.Command {
+	var f clusterFlags
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use: "clear NODE[/GPU]",
+		Short: "Mark a GPU the node plugin found failing healthy again at once, without waiting for --health-recovery: its " + contract.TaintUnhealthy +
+			" taint goes (an annotation on the Node the plugin reads; a fault after the clear taints it again)",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := maintenance.ParseTarget(args[0])
+			if err != nil {
+				return err
+			}
+			cs, err := f.client()
+			if err != nil {
+				return err
+			}
+			c, err := maintenance.ClearHealth(cmd.Context(), cs, t, time.Now())
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if len(c.GPUs) == 0 {
+				fmt.Fprintf(w, "%s: no GPU tainted %s, nothing to clear\n", t, contract.TaintUnhealthy)
+				return nil
+			}
+			for _, g := range c.GPUs {
+				fmt.Fprintf(w, "%s/%d (%s): cleared %s=%s\n", g.Node, g.Index, g.UUID, contract.TaintUnhealthy, c.Reasons[g.UUID])
+			}
+			if wait <= 0 {
+				return nil
+			}
+			took, err := maintenance.WaitUntilUntainted(cmd.Context(), cs, c, wait)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "healthy again: the node plugin untainted them %v after the clear\n", took.Round(time.Millisecond))
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().DurationVar(&wait, "wait", time.Minute, "how long to wait for the node plugin to untaint the GPUs; 0 does not wait")
 	return cmd
 }

@@ -21,7 +21,7 @@ import (
 // TestGPUDrainCommands: `gpuslice gpu drain NODE/GPU -evict` taints that
 // GPU's devices NoExecute, `gpu list` shows it drained and the other GPU
 // not, `gpu undrain` deletes the rules, and a second undrain fails naming
-// the GPU.
+// the GPU. A clear of health finds nothing to clear on the drained node.
 func TestGPUDrainCommands(t *testing.T) {
 	c := clustertest.Shared(t)
 	ctx := context.Background()
@@ -49,7 +49,7 @@ func TestGPUDrainCommands(t *testing.T) {
 
 	out, code = run(t, env, "gpu", "list")
 	t.Logf("gpuslice gpu list:\n%s", out)
-	if code != 0 || !regexp.MustCompile(`NoExecute +3/3 +gpuslice.dev/drain=gpu:NoExecute \(3 DeviceTaintRules\)`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`healthy +NoExecute +3/3 +gpuslice.dev/drain=gpu:NoExecute \(3 DeviceTaintRules\)`).MatchString(out) {
 		t.Errorf("list: exit %d, no GPU drained NoExecute with 3 of 3 devices tainted\n%s", code, out)
 	}
 	out, code = run(t, env, "gpu", "list", "-json")
@@ -67,6 +67,10 @@ func TestGPUDrainCommands(t *testing.T) {
 		t.Errorf("list -json: GPU 0 %q, GPU 1 %q; want \" 0/3\" and \"NoExecute 3/3\"", drained[0], drained[1])
 	}
 
+	// a drain is not a health taint: clear leaves it, and writes nothing
+	if out, code := run(t, env, "gpu", "clear", "cli-drain-node"); code != 0 || !strings.Contains(out, "cli-drain-node: no GPU tainted gpuslice.dev/unhealthy, nothing to clear") {
+		t.Errorf("clear of a drained, healthy node: exit %d\n%s", code, out)
+	}
 	if out, code := run(t, env, "gpu", "undrain", "cli-drain-node/1"); code != 0 || !strings.Contains(out, "cli-drain-node/1 undrained") {
 		t.Errorf("undrain: exit %d\n%s", code, out)
 	}

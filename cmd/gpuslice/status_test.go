@@ -127,7 +127,7 @@ func TestStatusShowsGPUHealth(t *testing.T) {
 
 	unhealthy := "gpuslice_workload.infer: pod " + pod.Name + ", container " + pod.Spec.Containers[0].Name + ": device " + n.Name + "/" + device +
 		" (claim clihealth/" + claim + ") is Unhealthy: GPU " + gpu + " of node " + n.Name + " is unhealthy (xid-79)"
-	row := regexp.MustCompile(regexp.QuoteMeta(n.Name) + ` +` + gpu + ` +NVIDIA A100-SXM4-80GB +unhealthy \(xid-79\) +` +
+	row := regexp.MustCompile(regexp.QuoteMeta(n.Name) + ` +` + gpu + ` +NVIDIA A100-SXM4-80GB +` + regexp.QuoteMeta("unhealthy: xid-79 (NoSchedule)") + ` +` +
 		regexp.QuoteMeta("gpuslice.dev/unhealthy=xid-79:NoSchedule (node plugin)") + ` +clihealth/` + regexp.QuoteMeta(claim) + `\n`)
 	var out string
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {

@@ -41,7 +41,7 @@ func printUnhealthyDevices(w io.Writer, addrs []string, statuses map[string]stat
 func gpuReason(gpus []maintenance.GPUState, claim string) string {
 	for _, g := range gpus {
 		for _, c := range g.Claims {
-			if c == claim && g.Health == maintenance.Unhealthy {
+			if c == claim && g.Unhealthy() {
 				return fmt.Sprintf("GPU %d of node %s is unhealthy (%s)", g.Index, g.Node, g.HealthReason)
 			}
 		}
@@ -64,7 +64,7 @@ func printGPUs(w io.Writer, stack *spec.Stack, gpus []maintenance.GPUState) erro
 			ns, _, _ := strings.Cut(c, "/")
 			ours = ours || namespaces[ns]
 		}
-		if ours || g.Health == maintenance.Unhealthy || g.Tainted > 0 {
+		if ours || g.Unhealthy() || g.Tainted > 0 {
 			shown = append(shown, g)
 		}
 	}
@@ -76,15 +76,11 @@ func printGPUs(w io.Writer, stack *spec.Stack, gpus []maintenance.GPUState) erro
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tGPU\tMODEL\tHEALTH\tTAINTS\tSLICES")
 	for _, g := range shown {
-		health := g.Health
-		if g.HealthReason != "" {
-			health += " (" + g.HealthReason + ")"
-		}
 		taints := make([]string, len(g.Taints))
 		for i, t := range g.Taints {
 			taints[i] = t.String()
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", g.Node, g.Index, g.Model, health, dash(strings.Join(taints, "; ")), dash(strings.Join(g.Claims, ", ")))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", g.Node, g.Index, g.Model, g.Health, dash(strings.Join(taints, "; ")), dash(strings.Join(g.Claims, ", ")))
 	}
 	return tw.Flush()
 }

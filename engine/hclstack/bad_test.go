@@ -43,6 +43,14 @@ resource "gpuslice_workload" "v" {
 }
 `
 
+// nodePluginWith is a platform whose node_plugin block has the line attr
+// (its line 10 after base).
+func nodePluginWith(attr string) string {
+	return "resource \"gpuslice_platform\" \"p\" {\n  node_plugin {\n" +
+		"    image = \"registry.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5\"\n" +
+		"    " + attr + "\n  }\n}\n"
+}
+
 // TestBrokenConfigs: each broken configuration yields exactly one error
 // diagnostic, at the expected file:line:column, saying what is wrong.
 func TestBrokenConfigs(t *testing.T) {
@@ -114,6 +122,12 @@ func TestBrokenConfigs(t *testing.T) {
 			"8:21", []string{"gpuslice_platform.p.scheduler_users: No scheduler user", "a pod asking for a package by its extended resource name", "system:kube-scheduler"}, 0},
 		{"scheduler user with a comma", base + "resource \"gpuslice_platform\" \"p\" {\n  scheduler_users = [\"system:kube-scheduler\", \"a,b\"]\n}\n", nil, nil,
 			"8:47", []string{"gpuslice_platform.p.scheduler_users[1]: Invalid user name", `"a,b" contains a comma`}, 0},
+		{"negative evict-after", base + nodePluginWith(`health_evict_after = "-5m"`), nil, nil,
+			"10:26", []string{"gpuslice_platform.p.node_plugin.health_evict_after: Invalid duration", `"-5m" is negative`}, 0},
+		{"unparseable recovery", base + nodePluginWith(`health_recovery = "5 minutes"`), nil, nil,
+			"10:23", []string{"gpuslice_platform.p.node_plugin.health_recovery: Invalid duration", `"5 minutes" is not a Go duration`, `"90s"`}, 0},
+		{"zero recovery", base + nodePluginWith(`health_recovery = "0s"`), nil, nil,
+			"10:23", []string{"gpuslice_platform.p.node_plugin.health_recovery: Invalid duration", "positive time"}, 0},
 		{"time-sliced without replicas", strings.Replace(base, "fraction  = 25", "sharing = \"time-sliced\"", 1), nil, nil,
 			"2:1", []string{"gpuslice_package.small.replicas: Invalid replicas", "2 to 64"}, 0},
 		{"MIG profile typo", strings.Replace(strings.Replace(base, "fraction  = 25", "mig_profile = \"1g.5g\"", 1), "Tesla V100-PCIE-32GB", "NVIDIA A100-SXM4-40GB", 1), nil, nil,

@@ -67,18 +67,18 @@ func TestListShowsHealth(t *testing.T) {
 	}
 
 	n.PublishTainted(opts, publish.Taints{n.UUID(0): {{Key: contract.TaintUnhealthy, Value: "xid-79", Effect: resourcev1.DeviceTaintEffectNoSchedule}}})
-	states := waitForGPUs(t, cs, node, func(s map[int64]maintenance.GPUState) bool { return s[0].Health == maintenance.Unhealthy })
-	if g := states[0]; g.HealthReason != "xid-79" || len(g.Claims) != 1 || g.Claims[0] != ns+"/held" || g.Tainted != g.Devices || g.Drained != "" ||
+	states := waitForGPUs(t, cs, node, func(s map[int64]maintenance.GPUState) bool { return s[0].Unhealthy() })
+	if g := states[0]; g.Health != "unhealthy: xid-79 (NoSchedule)" || g.HealthReason != "xid-79" || len(g.Claims) != 1 || g.Claims[0] != ns+"/held" || g.Tainted != g.Devices || g.Drained != "" ||
 		len(g.Taints) != 1 || !g.Taints[0].FromSlice || g.Taints[0].Key != contract.TaintUnhealthy {
 		t.Errorf("GPU 0 listed as %+v, want unhealthy (xid-79) by its node plugin's taint, claim %s/held still on it", g, ns)
 	}
-	if g := states[1]; g.Health != maintenance.Healthy || g.HealthReason != "" || g.Tainted != 0 || len(g.Claims) != 0 {
+	if g := states[1]; g.Health != "healthy" || g.HealthReason != "" || g.Tainted != 0 || len(g.Claims) != 0 {
 		t.Errorf("GPU 1 listed as %+v, want healthy, untainted, no claim", g)
 	}
 
 	n.Publish(opts)
-	states = waitForGPUs(t, cs, node, func(s map[int64]maintenance.GPUState) bool { return s[0].Health == maintenance.Healthy })
-	if g := states[0]; g.HealthReason != "" || g.Tainted != 0 || len(g.Claims) != 1 {
+	states = waitForGPUs(t, cs, node, func(s map[int64]maintenance.GPUState) bool { return !s[0].Unhealthy() })
+	if g := states[0]; g.Health != "healthy" || g.Tainted != 0 || len(g.Claims) != 1 {
 		t.Errorf("GPU 0 listed as %+v once untainted, want healthy with its claim", g)
 	}
 }

@@ -25,28 +25,25 @@ type GPUState struct {
 	// (a drain's, or anyone's) and from the node plugin's ResourceSlices,
 	// once each.
 	Taints []Taint `json:"taints"`
-	// Health is "unhealthy" while its node plugin taints its devices
-	// gpuslice.dev/unhealthy, "healthy" otherwise; HealthReason is then
-	// the taint's value: xid-<n>, ecc-double-bit, gpu-lost, …
-	Health       string `json:"health"`
-	HealthReason string `json:"health_reason,omitempty"`
 	// Drained is the strongest effect of gpuslice's drain rules on it:
 	// "", NoSchedule or NoExecute.
 	Drained resourcev1.DeviceTaintEffect `json:"drained"`
 	// Claims are the ResourceClaims allocated a device of it, as
 	// namespace/name: the slices still on it.
 	Claims []string `json:"claims"`
+	// Health is the node plugin's verdict, from its health taint
+	// (contract.TaintUnhealthy): "healthy", or "unhealthy: <reason>
+	// (<effect>)".
+	Health string `json:"health"`
+	// HealthReason is, while the node plugin taints it unhealthy, the
+	// taint's value alone (xid-<n>, ecc-double-bit, gpu-lost, …); empty
+	// while it is healthy.
+	HealthReason string `json:"health_reason,omitempty"`
 	// Devices is how many devices it publishes; Tainted how many of them
 	// carry a NoSchedule or NoExecute taint.
 	Devices int `json:"devices"`
 	Tainted int `json:"tainted"`
 }
-
-// A GPU's health, as its node plugin says.
-const (
-	Healthy   = "healthy"
-	Unhealthy = "unhealthy"
-)
 
 // Taint is one taint on some of a GPU's devices and where it comes from:
 // the DeviceTaintRules that set it, and whether the node plugin publishes
@@ -127,16 +124,16 @@ func List(ctx context.Context, cs kubernetes.Interface) ([]GPUState, error) {
 			}
 			onGPU = onGPU.Union(holders[d.Pool+"/"+d.Name])
 		}
-		st.Health = Healthy
 		for _, t := range seen {
 			sort.Strings(t.Rules)
 			st.Taints = append(st.Taints, *t)
 			if t.Key == contract.TaintUnhealthy && t.FromSlice {
-				st.Health, st.HealthReason = Unhealthy, t.Value
+				st.HealthReason = t.Value
 			}
 		}
 		st.Claims = sets.List(onGPU)
 		sort.Slice(st.Taints, func(i, j int) bool { return st.Taints[i].String() < st.Taints[j].String() })
+		st.Health = healthOf(st.Taints)
 		out = append(out, st)
 	}
 	return out, nil
@@ -163,6 +160,9 @@ func holdersOf(claims []resourcev1.ResourceClaim) map[string]sets.Set[string] {
 	}
 	return holders
 }
+
+// Unhealthy reports whether the node plugin taints the GPU unhealthy.
+func (g GPUState) Unhealthy() bool { return g.HealthReason != "" }
 
 type taintKey struct {
 	key, value string

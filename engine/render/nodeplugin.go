@@ -74,6 +74,11 @@ func NodePluginValues(p *spec.Platform) map[string]any {
 			values[key] = strconv.FormatBool(*on)
 		}
 	}
+	for key, d := range map[string]string{"healthRecovery": np.HealthRecovery, "healthEvictAfter": np.HealthEvictAfter} {
+		if d != "" {
+			values[key] = d
+		}
+	}
 	if len(np.Tolerations) > 0 {
 		var tolerations []any
 		for _, t := range np.Tolerations {
@@ -147,6 +152,10 @@ func NodePluginOf(ds *appsv1.DaemonSet) (*spec.NodePlugin, error) {
 			np.SimulatedGPUs = value
 		case "--toolkit-config":
 			np.ToolkitConfig = strings.TrimPrefix(value, hostPrefix)
+		case "--health-recovery":
+			np.HealthRecovery = value
+		case "--health-evict-after":
+			np.HealthEvictAfter = value
 		}
 	}
 	for _, e := range c.Env {

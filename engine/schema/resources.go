@@ -44,6 +44,8 @@ var Platform = Resource{
 				strDefault("toolkit_config", "/etc/nvidia-container-runtime/config.toml", "The nodes' NVIDIA Container Toolkit configuration, checked for images picking GPUs with NVIDIA_VISIBLE_DEVICES around the slices (an Event on the Node when open); empty skips the check."),
 				str("simulated_gpus", "Simulated GPUs instead of NVML, e.g. `v100-32gb:1`: for clusters without GPUs (the local cluster, tests). Leave unset on GPU nodes."),
 				{Name: "env", Type: cty.Map(cty.String), Description: "Extra environment of the plugin's container, e.g. where to reach the API server when the cluster's Service address is not routable from the nodes."},
+				str("health_recovery", "How long a GPU the plugin found failing (a critical XID, a double-bit ECC error, lost) must stay quiet before its devices' `gpuslice.dev/unhealthy` taint goes and it takes new slices again (Go duration, e.g. `5m`; positive). Default: the plugin's, `5m`. `gpuslice gpu clear` clears a taint at once."),
+				str("health_evict_after", "How long after a GPU turned unhealthy its taint turns from NoSchedule to NoExecute, so that kube-controller-manager's device taint eviction controller evicts the pods using it (Go duration, e.g. `10m`). Left out or `0`: never; running pods finish, and only new slices are kept off the GPU."),
 			},
 			Blocks: []Block{{
 				Name: "toleration", Nesting: NestingList,

@@ -54,6 +54,11 @@ type NodePlugin struct {
 	SimulatedGPUs   string            `json:"simulated_gpus"`
 	Env             map[string]string `json:"env"`
 	Tolerations     []Toleration      `json:"toleration"`
+	// HealthRecovery and HealthEvictAfter are Go durations, the plugin's
+	// --health-recovery and --health-evict-after; empty leaves the
+	// plugin's default.
+	HealthRecovery   string `json:"health_recovery"`
+	HealthEvictAfter string `json:"health_evict_after"`
 }
 
 // Toleration is one of the node plugin's tolerations.

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -89,4 +90,26 @@ func (v *validator) nodePlugin(addr string, np *NodePlugin) {
 	if np.ToolkitConfig != "" && !strings.HasPrefix(np.ToolkitConfig, "/") {
 		v.errorf(addr, "node_plugin.toolkit_config", "Not an absolute path", "%q: give the host file, e.g. /etc/nvidia-container-runtime/config.toml, or leave it empty to skip the check", np.ToolkitConfig)
 	}
+	if d, ok := v.nodePluginDuration(addr, "health_recovery", np.HealthRecovery); ok && d == 0 {
+		v.errorf(addr, "node_plugin.health_recovery", "Invalid duration", "%q: a failing GPU must stay quiet for a positive time before it is untainted, e.g. \"5m\" (the default when left out)", np.HealthRecovery)
+	}
+	v.nodePluginDuration(addr, "health_evict_after", np.HealthEvictAfter)
+}
+
+// nodePluginDuration checks an optional duration of the node_plugin block
+// (a Go duration, not negative) and returns it.
+func (v *validator) nodePluginDuration(addr, attr, value string) (time.Duration, bool) {
+	if value == "" {
+		return 0, false
+	}
+	d, err := time.ParseDuration(value)
+	switch {
+	case err != nil:
+		v.errorf(addr, "node_plugin."+attr, "Invalid duration", "%q is not a Go duration: write a number with a unit, e.g. \"90s\", \"10m\" or \"1h30m\"", value)
+		return 0, false
+	case d < 0:
+		v.errorf(addr, "node_plugin."+attr, "Invalid duration", "%q is negative: write 0 or a positive duration, e.g. \"10m\"", value)
+		return 0, false
+	}
+	return d, true
 }

@@ -62,14 +62,10 @@ func Start(ctx context.Context, c *cluster.Cluster, name string, gpus simulate.S
 
 // Publish makes the node offer its GPUs as o says instead (the slices
 // change as a restarted plugin with other flags would change them).
-func (n *Node) Publish(o publish.Options) {
-	resources := publish.Build(n.Name, n.gpus, o)
-	n.Devices = names(publish.Devices(n.gpus, o))
-	n.ctrl.Update(&resources)
-}
+func (n *Node) Publish(o publish.Options) { n.PublishTainted(o, nil) }
 
-// PublishTainted is Publish with taints on every device of the GPUs they
-// name (by UUID), as the node plugin republishes an unhealthy GPU's.
+// PublishTainted is Publish with taints on the devices of GPUs, by UUID, as
+// the node plugin taints an unhealthy GPU's.
 func (n *Node) PublishTainted(o publish.Options, taints publish.Taints) {
 	resources := publish.BuildTainted(n.Name, n.gpus, o, taints)
 	n.Devices = names(publish.Devices(n.gpus, o))

@@ -79,6 +79,11 @@ type Config struct {
 	// (DefaultHealthPoll if 0).
 	HealthRecovery time.Duration
 	HealthPoll     time.Duration
+	// HealthEvictAfter is how long a GPU stays unhealthy before its taint
+	// turns from NoSchedule to NoExecute, so that the device taint
+	// eviction controller evicts the pods using it; 0 never: running pods
+	// finish.
+	HealthEvictAfter time.Duration
 
 	// Registerer receives the plugin's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
@@ -143,8 +148,14 @@ func (c *Config) validate() error {
 	if c.DriverProcRoot == "" {
 		c.DriverProcRoot = "/proc"
 	}
+	if c.HealthRecovery < 0 {
+		errs = append(errs, fmt.Errorf("--health-recovery %v: must be positive (how long a failing GPU stays quiet before it is untainted), e.g. 5m", c.HealthRecovery))
+	}
 	if c.HealthRecovery == 0 {
 		c.HealthRecovery = DefaultHealthRecovery
+	}
+	if c.HealthEvictAfter < 0 {
+		errs = append(errs, fmt.Errorf("--health-evict-after %v: must be 0 (never evict: running pods finish) or positive, e.g. 10m", c.HealthEvictAfter))
 	}
 	if c.HealthPoll == 0 {
 		c.HealthPoll = DefaultHealthPoll

@@ -26,7 +26,8 @@ const (
 	DefaultHealthPoll     = 5 * time.Second
 )
 
-// startHealth watches the GPUs until the plugin stops.
+// startHealth watches the GPUs, and the Node for operators' clears, until
+// the plugin stops.
 func (p *Plugin) startHealth(ctx context.Context) error {
 	ctx, p.stopHealth = context.WithCancel(ctx)
 	p.healthChanged = newNotifier()
@@ -39,6 +40,7 @@ func (p *Plugin) startHealth(ctx context.Context) error {
 		return err
 	}
 	p.watcher = w
+	p.watchHealthClears(ctx)
 	return nil
 }
 
@@ -75,25 +77,62 @@ func (p *Plugin) unhealthyReason(uuid string) string {
 // resources are the node's slices, an unhealthy GPU's devices tainted.
 func (p *Plugin) resources() resourceslice.DriverResources {
 	taints := publish.Taints{}
+	now := time.Now()
 	for uuid, f := range p.watcher.Unhealthy() {
-		taints[uuid] = []resourcev1.DeviceTaint{{
-			Key: contract.TaintUnhealthy, Value: f.Reason, Effect: resourcev1.DeviceTaintEffectNoSchedule,
-			TimeAdded: &metav1.Time{Time: f.Since},
-		}}
+		taints[uuid] = []resourcev1.DeviceTaint{unhealthyTaint(f, p.cfg.HealthEvictAfter, now)}
 	}
 	return publish.BuildTainted(p.cfg.NodeName, p.gpus, p.cfg.Publish, taints)
 }
 
+// unhealthyTaint is the taint of a GPU with fault f at now: NoSchedule,
+// and NoExecute once the GPU has been unhealthy for evictAfter (0: never).
+// A NoExecute taint is added when it turns NoExecute: the eviction
+// controller counts a toleration's seconds from then.
+func unhealthyTaint(f health.Fault, evictAfter time.Duration, now time.Time) resourcev1.DeviceTaint {
+	t := resourcev1.DeviceTaint{Key: contract.TaintUnhealthy, Value: f.Reason, Effect: resourcev1.DeviceTaintEffectNoSchedule,
+		TimeAdded: &metav1.Time{Time: f.Since}}
+	if at, ok := evictAt(f, evictAfter); ok && !now.Before(at) {
+		t.Effect, t.TimeAdded = resourcev1.DeviceTaintEffectNoExecute, &metav1.Time{Time: at}
+	}
+	return t
+}
+
+// evictAt is when a fault's taint turns NoExecute, if it ever does.
+func evictAt(f health.Fault, evictAfter time.Duration) (time.Time, bool) {
+	return f.Since.Add(evictAfter), evictAfter > 0
+}
+
+// nextEviction fires when the next unhealthy GPU's taint turns NoExecute;
+// nil when none will. stop releases it.
+func (p *Plugin) nextEviction(now time.Time) (fire <-chan time.Time, stop func()) {
+	var next time.Time
+	for _, f := range p.watcher.Unhealthy() {
+		if at, ok := evictAt(f, p.cfg.HealthEvictAfter); ok && at.After(now) && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	if next.IsZero() {
+		return nil, func() {}
+	}
+	t := time.NewTimer(next.Sub(now))
+	return t.C, func() { t.Stop() }
+}
+
 // republishOnChange hands the resourceslice controller the slices again
 // after each change of a GPU's health (changed was taken before the last
-// publish); the controller updates only what differs.
+// publish) and when an unhealthy GPU's taint turns NoExecute; the
+// controller updates only what differs.
 func (p *Plugin) republishOnChange(ctx context.Context, changed <-chan struct{}) {
 	for {
+		evict, stop := p.nextEviction(time.Now())
 		select {
 		case <-ctx.Done():
+			stop()
 			return
 		case <-changed:
+		case <-evict:
 		}
+		stop()
 		changed = p.healthChanged.changed()
 		if err := p.helper.PublishResources(ctx, p.resources()); err != nil && ctx.Err() == nil {
 			p.log.Error(err, "republish ResourceSlices after a GPU's health changed")

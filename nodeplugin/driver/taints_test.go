@@ -85,9 +85,15 @@ func TestUnhealthyGPUTainted(t *testing.T) {
 }
 
 // waitTaints waits until every published device of GPU gpu on node has the
-// unhealthy taint with value reason ("": no taint), and no other GPU's
-// device has a taint.
+// unhealthy taint with value reason and effect NoSchedule ("": no taint),
+// and no other GPU's device has a taint.
 func (e *env) waitTaints(node string, gpu int, reason string) {
+	e.t.Helper()
+	e.waitTaintEffect(node, gpu, reason, resourcev1.DeviceTaintEffectNoSchedule)
+}
+
+// waitTaintEffect is waitTaints for a taint of the given effect.
+func (e *env) waitTaintEffect(node string, gpu int, reason string, effect resourcev1.DeviceTaintEffect) {
 	e.t.Helper()
 	var bad string
 	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -105,7 +111,7 @@ func (e *env) waitTaints(node string, gpu int, reason string) {
 				ok := len(d.Taints) == want
 				if ok && want == 1 {
 					tt := d.Taints[0]
-					ok = tt.Key == contract.TaintUnhealthy && tt.Value == reason && tt.Effect == resourcev1.DeviceTaintEffectNoSchedule && tt.TimeAdded != nil
+					ok = tt.Key == contract.TaintUnhealthy && tt.Value == reason && tt.Effect == effect && tt.TimeAdded != nil
 				}
 				if !ok {
 					bad = d.Name
@@ -116,7 +122,7 @@ func (e *env) waitTaints(node string, gpu int, reason string) {
 		return true, nil
 	})
 	if err != nil {
-		e.t.Fatalf("node %s: GPU %d's devices tainted %q and no other: %v (device %s differs)", node, gpu, reason, err, bad)
+		e.t.Fatalf("node %s: GPU %d's devices tainted %q (%s) and no other: %v (device %s differs)", node, gpu, reason, effect, err, bad)
 	}
 }
 

@@ -294,3 +294,28 @@ func (w *Watcher) recover(now time.Time) {
 		w.cfg.OnChange()
 	}
 }
+
+// Clear makes the GPU healthy at once if it has had no fault after at: an
+// operator's clear (see contract.HealthClearedAnnotation). A fault after at
+// stays, so a clear recorded before a new fault never hides it. It reports
+// whether the GPU was cleared.
+func (w *Watcher) Clear(uuid string, at time.Time) bool {
+	w.mu.Lock()
+	f, bad := w.faults[uuid]
+	cleared := bad && !f.Last.After(at)
+	if cleared {
+		delete(w.faults, uuid)
+	}
+	w.mu.Unlock()
+	if !bad {
+		return false
+	}
+	g := w.byUUID[uuid]
+	if !cleared {
+		w.cfg.Logger.Info("GPU health clear ignored: a fault came after it", "index", g.Index, "uuid", uuid, "clearedAt", at, "lastFault", f.Last, "reason", f.Reason)
+		return false
+	}
+	w.cfg.Logger.Info("GPU healthy again: an operator cleared its fault", "index", g.Index, "uuid", uuid, "clearedAt", at, "reason", f.Reason)
+	w.cfg.OnChange()
+	return true
+}

@@ -169,3 +169,39 @@ func TestECCCounter(t *testing.T) {
 		t.Errorf("GPU 0 unhealthy: %+v", f)
 	}
 }
+
+// TestClear: an operator's clear makes a GPU healthy at once when it comes
+// after the GPU's last fault; one recorded before a later fault clears
+// nothing, and a fault after a clear makes the GPU unhealthy again.
+func TestClear(t *testing.T) {
+	e := start(t, simulate.Spec{Profile: "v100-32gb", Count: 2})
+	e.inject(simulate.InjectXID(e.s, 0, 79))
+	e.waitFor(0, "xid-79")
+	first, _ := e.w.Fault(e.gpus[0].UUID)
+
+	if e.w.Clear(e.gpus[0].UUID, first.Last.Add(-time.Nanosecond)) {
+		t.Fatal("a clear from before the fault cleared it")
+	}
+	if _, bad := e.w.Fault(e.gpus[0].UUID); !bad {
+		t.Fatal("GPU 0 healthy after a clear from before its fault")
+	}
+	if e.w.Clear(e.gpus[1].UUID, e.clock.Now()) {
+		t.Error("clearing the healthy GPU 1 reported a change")
+	}
+	clearedAt := e.clock.Now()
+	if !e.w.Clear(e.gpus[0].UUID, clearedAt) {
+		t.Fatal("a clear after the fault did not clear it")
+	}
+	e.waitFor(0, "")
+
+	// the same clear, seen again (a watch's resync), after a new fault
+	e.clock.Step(time.Second)
+	e.inject(simulate.InjectXID(e.s, 0, 48))
+	e.waitFor(0, "xid-48")
+	if e.w.Clear(e.gpus[0].UUID, clearedAt) {
+		t.Fatal("the earlier clear hid a fault that came after it")
+	}
+	if f, bad := e.w.Fault(e.gpus[0].UUID); !bad || !f.Since.After(clearedAt) {
+		t.Fatalf("GPU 0 after a new fault: %+v (unhealthy %v), want unhealthy since after the clear", f, bad)
+	}
+}

@@ -29,6 +29,7 @@ func fullPlatform() *spec.Platform {
 			Image: "registry.test/gpuslice/gpuslice-nodeplugin:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5", ImagePullPolicy: "Always",
 			NodeSelector: map[string]string{"gpu": "v100"}, DriverRoot: "/run/nvidia/driver", ToolkitConfig: "/etc/nvidia/config.toml", SimulatedGPUs: "v100-32gb:2",
 			Env: map[string]string{"HTTPS_PROXY": "http://proxy:3128"}, Tolerations: []spec.Toleration{{Key: "dedicated", Operator: "Equal", Value: "gpu", Effect: "NoExecute"}},
+			HealthRecovery: "90s", HealthEvictAfter: "10m",
 		}}
 }
 

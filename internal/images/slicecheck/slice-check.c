@@ -141,13 +141,9 @@ static void on_term(int sig)
 	_exit(0);
 }
 
-/* sleep_forever waits for the end: as a container's PID 1 it must exit on
- * SIGTERM itself (PID 1 has no default signal actions), or every pod
- * deletion would wait out its grace period. */
+/* sleep_forever waits for the end (main's handlers end it). */
 static void sleep_forever(void)
 {
-	signal(SIGTERM, on_term);
-	signal(SIGINT, on_term);
 	fflush(stdout);
 	for (;;)
 		pause();
@@ -215,6 +211,12 @@ static void list_devices(const char *dir)
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* As a container's PID 1 it must exit on SIGTERM itself (PID 1 has no
+	 * default signal actions), from the first instruction: a pod deleted
+	 * while the driver still starts would otherwise wait out its grace
+	 * period. */
+	signal(SIGTERM, on_term);
+	signal(SIGINT, on_term);
 	unsigned long long hold = 0;
 	int then_sleep = 0;
 	const char *marker = NULL, *lib = "libcuda.so.1";
