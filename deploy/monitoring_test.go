@@ -33,7 +33,7 @@ func served(t *testing.T) map[string][]string {
 	var reg collectors
 	metrics.NewPlugin(&reg)
 	enforce.New(enforce.Config{Registerer: &reg})
-	reg.MustRegister(metrics.ClaimCollector{}, metrics.GPUCollector{}, metrics.ProcessCollector{}, metrics.HealthCollector{})
+	reg.MustRegister(metrics.ClaimCollector{}, metrics.GPUCollector{}, metrics.ProcessCollector{}, metrics.HealthCollector{}, metrics.StrandedCollector{})
 	out := map[string][]string{}
 	for _, c := range reg.list {
 		ch := make(chan *prometheus.Desc, 64)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/gpuslice/gpuslice/engine/capacity"
+	"github.com/gpuslice/gpuslice/engine/maintenance"
 )
 
 // GPUs lists every GPU the node plugins publish, by node and index: what
@@ -24,4 +25,11 @@ func (e *Engine) Capacity(ctx context.Context) ([]capacity.Package, error) {
 		return nil, err
 	}
 	return snap.Packages(ctx, e.view)
+}
+
+// GPUStates lists every GPU the node plugins publish with its health, the
+// taints on its devices (its node plugin's and DeviceTaintRules') and the
+// claims still allocated on it, as `gpuslice gpu list` reads them.
+func (e *Engine) GPUStates(ctx context.Context) ([]maintenance.GPUState, error) {
+	return maintenance.List(ctx, e.Clients.Typed)
 }

@@ -2,12 +2,16 @@ package provider_test
 
 import (
 	"context"
+	"regexp"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/gpuslice/gpuslice/contract"
 )
 
 // An A100 on its own node, a workload holding a quarter of it: the capacity
@@ -15,7 +19,9 @@ import (
 // GPU free although the 100 % slice itself is unallocated. gpuslice_gpus
 // says where each GPU's memory was read: v2 where the plugin says so, and
 // unknown for a GPU published without the attribute, as plugins older than
-// it publish theirs.
+// it publish theirs; the A100 is healthy with the workload's slice on it,
+// the T4, whose node plugin taints it gpuslice.dev/unhealthy, is unhealthy
+// with the taint's reason.
 func TestAccDataSources(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
@@ -27,7 +33,8 @@ func TestAccDataSources(t *testing.T) {
 	}
 	const older = "acc-older-plugin-node"
 	simulatedNode(t, older)
-	t4 := simulatedGPU{node: older, model: "Tesla T4", uuid: "GPU-t4-older", cc: "7.5.0", arch: "Turing", driver: "535.54.03", memory: "15Gi"}
+	t4 := simulatedGPU{node: older, model: "Tesla T4", uuid: "GPU-t4-older", cc: "7.5.0", arch: "Turing", driver: "535.54.03", memory: "15Gi",
+		taints: []resourcev1.DeviceTaint{{Key: contract.TaintUnhealthy, Value: "ecc-double-bit", Effect: resourcev1.DeviceTaintEffectNoSchedule}}}
 	if err := t4.publish(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -109,12 +116,22 @@ data "gpuslice_gpus" "older" {
 							"compute_capability": knownvalue.StringExact("8.0.0"), "architecture": knownvalue.StringExact("Ampere"),
 							"driver_version": knownvalue.StringExact("580.95.05"), "memory_bytes": knownvalue.Int64Exact(40 << 30),
 							"memory_source": knownvalue.StringExact("nvml_v2"),
+							"health":        knownvalue.StringExact("healthy"), "health_reason": knownvalue.Null(), "drained": knownvalue.Null(),
+							"taints": knownvalue.ListExact([]knownvalue.Check{}),
+							"slices": knownvalue.ListExact([]knownvalue.Check{knownvalue.StringRegexp(regexp.MustCompile("^" + ns + "/holder-"))}),
 						}),
 					})),
 					statecheck.ExpectKnownValue("data.gpuslice_gpus.older", tfjsonpath.New("gpus"), knownvalue.ListExact([]knownvalue.Check{
 						knownvalue.ObjectPartial(map[string]knownvalue.Check{
 							"node": knownvalue.StringExact(older), "memory_bytes": knownvalue.Int64Exact(15 << 30),
 							"memory_source": knownvalue.StringExact("unknown"),
+							"health":        knownvalue.StringExact("unhealthy"), "health_reason": knownvalue.StringExact("ecc-double-bit"),
+							"taints": knownvalue.ListExact([]knownvalue.Check{knownvalue.ObjectExact(map[string]knownvalue.Check{
+								"key": knownvalue.StringExact(contract.TaintUnhealthy), "value": knownvalue.StringExact("ecc-double-bit"),
+								"effect": knownvalue.StringExact("NoSchedule"), "from_node_plugin": knownvalue.Bool(true),
+								"rules": knownvalue.ListExact([]knownvalue.Check{}),
+							})}),
+							"slices": knownvalue.ListExact([]knownvalue.Check{}),
 						}),
 					})),
 				},

@@ -20,6 +20,9 @@ type simulatedGPU struct {
 	// memorySource is the devices' contract.AttrMemorySource; "" publishes
 	// none, as node plugins older than the attribute do.
 	memorySource string
+	// taints are on every device, as a node plugin publishes an unhealthy
+	// GPU's.
+	taints []resourcev1.DeviceTaint
 }
 
 func (g simulatedGPU) publish(ctx context.Context) error {
@@ -52,6 +55,7 @@ func (g simulatedGPU) publish(ctx context.Context) error {
 			devices.Spec.Devices = append(devices.Spec.Devices, resourcev1.Device{
 				Name:       fmt.Sprintf("gpu-0-%dpct-%d", f, i),
 				Attributes: attrs,
+				Taints:     g.taints,
 				Capacity:   map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{contract.CapacityMemory: {Value: *memory}, contract.CapacityCompute: {Value: *compute}},
 				ConsumesCounters: []resourcev1.DeviceCounterConsumption{{CounterSet: "gpu-0", Counters: map[string]resourcev1.Counter{
 					contract.CapacityMemory: {Value: *memory}, contract.CapacityCompute: {Value: *compute},

@@ -14,7 +14,7 @@ func newStatusCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status [dir]",
-		Short: "Diagnose each workload: running, or why not (waiting for a slice, quota, OOMKilled, image pull, crash loop)",
+		Short: "Diagnose each workload: running, or why not (waiting for a slice, quota, OOMKilled, image pull, crash loop), which of its slices are unhealthy and why, and the health, taints and slices of the GPUs it uses",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.load(cmd.ErrOrStderr(), dirArg(args))
@@ -53,7 +53,18 @@ func newStatusCommand() *cobra.Command {
 				}
 			}
 			fmt.Fprintln(cmd.OutOrStdout())
-			return nil
+			// A tenant may not read the cluster's GPUs (ResourceSlices,
+			// DeviceTaintRules, every namespace's claims): its workloads'
+			// status stands without them.
+			gpus, err := e.GPUStates(cmd.Context())
+			if err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "GPUs not shown (they need list on ResourceSlices, DeviceTaintRules and every namespace's ResourceClaims): %v\n", err)
+			}
+			printUnhealthyDevices(cmd.OutOrStdout(), addrs, statuses, c.Stack, gpus)
+			if err != nil {
+				return nil
+			}
+			return printGPUs(cmd.OutOrStdout(), c.Stack, gpus)
 		},
 	}
 	f.register(cmd, true)

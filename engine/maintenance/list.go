@@ -35,6 +35,10 @@ type GPUState struct {
 	// (contract.TaintUnhealthy): "healthy", or "unhealthy: <reason>
 	// (<effect>)".
 	Health string `json:"health"`
+	// HealthReason is, while the node plugin taints it unhealthy, the
+	// taint's value alone (xid-<n>, ecc-double-bit, gpu-lost, …); empty
+	// while it is healthy.
+	HealthReason string `json:"health_reason,omitempty"`
 	// Devices is how many devices it publishes; Tainted how many of them
 	// carry a NoSchedule or NoExecute taint.
 	Devices int `json:"devices"`
@@ -82,22 +86,7 @@ func List(ctx context.Context, cs kubernetes.Interface) ([]GPUState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceClaims: %w", err)
 	}
-	holders := map[string]sets.Set[string]{} // pool/device: claims
-	for _, c := range claims.Items {
-		if c.Status.Allocation == nil {
-			continue
-		}
-		for _, r := range c.Status.Allocation.Devices.Results {
-			if r.Driver != contract.DriverName {
-				continue
-			}
-			k := r.Pool + "/" + r.Device
-			if holders[k] == nil {
-				holders[k] = sets.New[string]()
-			}
-			holders[k].Insert(c.Namespace + "/" + c.Name)
-		}
-	}
+	holders := holdersOf(claims.Items)
 	var out []GPUState
 	for _, g := range groupGPUs(published.Items) {
 		st := GPUState{Node: g.Node, Index: g.Index, UUID: g.UUID, Model: g.Model, Devices: len(g.Devices)}
@@ -138,6 +127,9 @@ func List(ctx context.Context, cs kubernetes.Interface) ([]GPUState, error) {
 		for _, t := range seen {
 			sort.Strings(t.Rules)
 			st.Taints = append(st.Taints, *t)
+			if t.Key == contract.TaintUnhealthy && t.FromSlice {
+				st.HealthReason = t.Value
+			}
 		}
 		st.Claims = sets.List(onGPU)
 		sort.Slice(st.Taints, func(i, j int) bool { return st.Taints[i].String() < st.Taints[j].String() })
@@ -146,6 +138,31 @@ func List(ctx context.Context, cs kubernetes.Interface) ([]GPUState, error) {
 	}
 	return out, nil
 }
+
+// holdersOf maps each allocated gpuslice device, as pool/device, to the
+// claims (namespace/name) it is allocated to.
+func holdersOf(claims []resourcev1.ResourceClaim) map[string]sets.Set[string] {
+	holders := map[string]sets.Set[string]{}
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.Driver != contract.DriverName {
+				continue
+			}
+			k := r.Pool + "/" + r.Device
+			if holders[k] == nil {
+				holders[k] = sets.New[string]()
+			}
+			holders[k].Insert(c.Namespace + "/" + c.Name)
+		}
+	}
+	return holders
+}
+
+// Unhealthy reports whether the node plugin taints the GPU unhealthy.
+func (g GPUState) Unhealthy() bool { return g.HealthReason != "" }
 
 type taintKey struct {
 	key, value string

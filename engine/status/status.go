@@ -70,6 +70,9 @@ type Status struct {
 	Claim  string `json:"claim,omitempty"`
 	Node   string `json:"node,omitempty"`
 	Device string `json:"device,omitempty"`
+	// UnhealthyDevices are the slices of its pods that the kubelet reports
+	// unhealthy, with why: the workload may fail on them.
+	UnhealthyDevices []DeviceHealth `json:"unhealthy_devices,omitempty"`
 }
 
 // Attributes are the computed workload attributes that only the cluster
@@ -99,6 +102,7 @@ func (s *Snapshot) Diagnose(w *spec.Workload) Status {
 		return st
 	}
 	pods := s.podsOf(w)
+	st.UnhealthyDevices = unhealthyDevices(pods)
 	worst, worstMsg := s.tallyPods(w, pods, &st)
 	missingPods := int(want) - len(pods)
 	switch {

@@ -72,6 +72,16 @@ func (n *Node) PublishTainted(o publish.Options, taints publish.Taints) {
 	n.ctrl.Update(&resources)
 }
 
+// UUID is the UUID of the node's GPU of that index.
+func (n *Node) UUID(index int) string {
+	for _, g := range n.gpus {
+		if g.Index == index {
+			return g.UUID
+		}
+	}
+	return ""
+}
+
 func names(devs []publish.Device) []string {
 	out := make([]string, len(devs))
 	for i, d := range devs {

@@ -87,6 +87,7 @@ func Start(ctx context.Context, cfg Config) (*Plugin, error) {
 	}
 	reg.MustRegister(metrics.HealthCollector{GPUs: p.gpus, Hostname: cfg.NodeName, Reason: p.unhealthyReason})
 	p.classes = watchDeviceClasses(ctx, cfg.Client)
+	reg.MustRegister(metrics.StrandedCollector{GPUs: p.gpus, Hostname: cfg.NodeName, Stranded: p.strandedMemory})
 	p.checkToolkit(ctx)
 	if err := p.reconcileWithCheckpoint(ctx); err != nil {
 		p.stopHealth()
