@@ -12,9 +12,13 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// version is set by make release (-ldflags "-X main.version=…").
+var version = "dev"
+
 func main() {
 	root := &cobra.Command{
 		Use:           "gpuslice",
+		Version:       version,
 		Short:         "Shared NVIDIA GPUs on Kubernetes, declared in HCL",
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -29,9 +29,13 @@ const Host = "registry.gpuslice.test"
 // Registry is a running registry.
 type Registry struct {
 	// URL is where it listens, e.g. http://127.0.0.1:41234.
-	URL    string
-	server *http.Server
-	done   chan error
+	URL string
+	// CertPEM is the certificate of a registry served over HTTPS
+	// (StartTLS), for its clients to trust; empty over HTTP.
+	CertPEM   []byte
+	server    *http.Server
+	transport http.RoundTripper
+	done      chan error
 }
 
 // Start serves an empty registry on a free loopback port.
@@ -40,14 +44,28 @@ func Start() (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local registry: %w", err)
 	}
-	r := &Registry{
-		URL:    "http://" + ln.Addr().String(),
-		server: &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second},
-		done:   make(chan error, 1),
-	}
+	r := newRegistry("http://" + ln.Addr().String())
 	go func() { r.done <- r.server.Serve(ln) }()
 	return r, nil
 }
+
+func newRegistry(url string) *Registry {
+	return &Registry{
+		URL:       url,
+		server:    &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second},
+		transport: remote.DefaultTransport,
+		done:      make(chan error, 1),
+	}
+}
+
+// Addr is the registry's host:port, as image references name it.
+func (r *Registry) Addr() string {
+	_, addr, _ := strings.Cut(r.URL, "://")
+	return addr
+}
+
+// Transport is an HTTP transport that trusts the registry.
+func (r *Registry) Transport() http.RoundTripper { return r.transport }
 
 // Mirrors is what nodes need to pull from it: registry name → URL.
 func (r *Registry) Mirrors() map[string]string { return map[string]string{Host: r.URL} }
@@ -59,11 +77,11 @@ func (r *Registry) Push(ctx context.Context, ref string, img v1.Image) (v1.Hash,
 	if !ok {
 		return v1.Hash{}, fmt.Errorf("image %s: the local registry serves %s/… only", ref, Host)
 	}
-	target, err := name.ParseReference(strings.TrimPrefix(r.URL, "http://")+"/"+repoTag, name.Insecure)
+	target, err := name.ParseReference(r.Addr()+"/"+repoTag, name.Insecure)
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	if err := remote.Write(target, img, remote.WithContext(ctx)); err != nil {
+	if err := remote.Write(target, img, remote.WithContext(ctx), remote.WithTransport(r.transport)); err != nil {
 		return v1.Hash{}, fmt.Errorf("push %s to the local registry: %w", ref, err)
 	}
 	return img.Digest()
