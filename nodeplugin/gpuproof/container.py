@@ -28,6 +28,11 @@ ACCOUNTING_DIR = "/run/gpuslice"
 LIMITS = ACCOUNTING_DIR + "/gpuslice.limits"
 PRELOAD_CONTENT = LIBRARY + "\n"
 SIM_STATE = "/dev/gpuslice-simulated-gpu"
+# A container's /run is its own: a runtime gives it a fresh one. So is the
+# launcher's (a tmpfs in its namespace), and the mount points under it are
+# made there, never in the host's /run, where others (make test's real
+# nodes) make and remove /run/gpuslice at their own times.
+RUN = "/run"
 
 RO = ["ro", "nosuid", "nodev", "bind"]
 RW_DATA = ["rw", "nosuid", "nodev", "noexec", "bind"]
@@ -79,11 +84,12 @@ def mount_points(s):
     makes them in the container's root file system; here they are made on
     the host's (empty), and removed by the harness afterwards. A mount
     inside an earlier one's (the limits file in the accounting directory)
-    has its point there."""
+    has its point there; one under /run has it in the launcher's own /run
+    (RUN)."""
     out, seen, mounted = [], set(), []
     for m in s["mounts"]:
         dst = m["containerPath"]
-        if any(dst.startswith(d + "/") for d in mounted):
+        if any(dst.startswith(d + "/") for d in mounted + [RUN]):
             continue
         mounted.append(dst)
         parts = dst.strip("/").split("/")
@@ -109,8 +115,15 @@ def run(s, argv):
     # nothing mounted here may reach the host's namespace: above all not the
     # preload, which would load the shim into every process on the machine
     check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    check(libc.mount(b"tmpfs", RUN.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=0755"), "a private tmpfs at " + RUN)
     for m in s["mounts"]:
         src, dst = m["hostPath"].encode(), m["containerPath"].encode()
+        if m["containerPath"].startswith(RUN + "/") and not os.path.lexists(m["containerPath"]):
+            if os.path.isdir(m["hostPath"]):
+                os.makedirs(m["containerPath"])
+            else:
+                os.makedirs(os.path.dirname(m["containerPath"]), exist_ok=True)
+                open(m["containerPath"], "x").close()
         check(libc.mount(src, dst, None, MS_BIND, None), "bind %s at %s" % (m["hostPath"], m["containerPath"]))
         flags = MS_REMOUNT | MS_BIND
         for o in m["options"]:
