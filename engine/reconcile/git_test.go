@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpuslice/gpuslice/engine/reconcile"
+	"github.com/gpuslice/gpuslice/internal/gitserver"
 )
 
 // TestGitFollowsBranchTagAndHash clones over smart HTTP, then each Fetch
@@ -15,10 +16,10 @@ import (
 // file deleted upstream is gone, and a path outside the repository or a
 // ref it lacks is refused by name.
 func TestGitFollowsBranchTagAndHash(t *testing.T) {
-	srv := newGitServer(t)
-	rev1 := srv.commit("one", map[string]string{"stacks/a/main.tf": "# one\n", "stacks/a/old.tf": "# old\n"})
-	srv.git(srv.work, "tag", "v1")
-	srv.git(srv.work, "push", "-q", "origin", "v1")
+	srv := gitserver.New(t)
+	rev1 := srv.Commit("one", map[string]string{"stacks/a/main.tf": "# one\n", "stacks/a/old.tf": "# old\n"})
+	srv.Git(srv.Work, "tag", "v1")
+	srv.Git(srv.Work, "push", "-q", "origin", "v1")
 	ctx := context.Background()
 	branch := &reconcile.Git{URL: srv.URL, Ref: "main", Path: "stacks/a", WorkDir: t.TempDir()}
 	got, err := branch.Fetch(ctx)
@@ -30,8 +31,8 @@ func TestGitFollowsBranchTagAndHash(t *testing.T) {
 	}
 	assertFile(t, got.Dir, "main.tf", "# one\n")
 
-	srv.git(srv.work, "rm", "-q", "stacks/a/old.tf")
-	rev2 := srv.commit("two", map[string]string{"stacks/a/main.tf": "# two\n"})
+	srv.Git(srv.Work, "rm", "-q", "stacks/a/old.tf")
+	rev2 := srv.Commit("two", map[string]string{"stacks/a/main.tf": "# two\n"})
 	if got, err = branch.Fetch(ctx); err != nil || got.ID != rev2 {
 		t.Fatalf("fetch after a push: revision %q, %v; want %s", got.ID, err, rev2)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine/lock"
 	"github.com/gpuslice/gpuslice/engine/reconcile"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+	"github.com/gpuslice/gpuslice/internal/gitserver"
 )
 
 const interval = 3 * time.Second
@@ -40,9 +41,9 @@ func TestReconcileFollowsGit(t *testing.T) {
 	c := clustertest.Shared(t)
 	client := c.Client()
 	const ns, stack = "gitops", "gitops"
-	srv := newGitServer(t)
+	srv := gitserver.New(t)
 	file := "stacks/gitops/main.tf"
-	rev1 := srv.commit("first", map[string]string{file: quickstart(ns, "2Gi")})
+	rev1 := srv.Commit("first", map[string]string{file: quickstart(ns, "2Gi")})
 
 	e, err := engine.New(c.RESTConfig(), "")
 	if err != nil {
@@ -75,7 +76,7 @@ func TestReconcileFollowsGit(t *testing.T) {
 	assertMemory(t, client, ns, "2Gi")
 
 	start := time.Now()
-	rev2 := srv.commit("more memory", map[string]string{file: quickstart(ns, "3Gi")})
+	rev2 := srv.Commit("more memory", map[string]string{file: quickstart(ns, "3Gi")})
 	waitStatus(t, client, invNS, stack, "the second commit applied", func(d map[string]string) bool {
 		return d[reconcile.KeyLastAppliedRevision] == rev2
 	})
@@ -100,7 +101,7 @@ func TestReconcileFollowsGit(t *testing.T) {
 	t.Logf("out-of-band edit reverted %s after it (interval %s)", time.Since(start).Round(time.Millisecond), interval)
 
 	// A broken commit: reported, the cluster stays at rev2.
-	rev3 := srv.commit("typo", map[string]string{file: quickstart(ns, "3Gi") + "resource \"gpuslice_workload\" \"x\" {\n  bogus = 1\n}\n"})
+	rev3 := srv.Commit("typo", map[string]string{file: quickstart(ns, "3Gi") + "resource \"gpuslice_workload\" \"x\" {\n  bogus = 1\n}\n"})
 	d := waitStatus(t, client, invNS, stack, "the broken commit reported", func(d map[string]string) bool {
 		return d[reconcile.KeyRevision] == rev3 && d[reconcile.KeyInSync] == "false"
 	})
@@ -122,7 +123,7 @@ func TestReconcileFollowsGit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rev4 := srv.commit("fix", map[string]string{file: quickstart(ns, "4Gi")})
+	rev4 := srv.Commit("fix", map[string]string{file: quickstart(ns, "4Gi")})
 	waitStatus(t, client, invNS, stack, "a round skipped for the lock", func(d map[string]string) bool {
 		return d[reconcile.KeyRevision] == rev4 && strings.HasPrefix(d[reconcile.KeyLastRound], "skipped: locked by")
 	})

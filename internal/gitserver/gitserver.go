@@ -1,4 +1,8 @@
-package reconcile_test
+// Package gitserver serves a Git repository on this machine for tests, as
+// a Git host does: a bare repository behind Git's own smart-HTTP backend
+// (git-http-backend through net/http/cgi). The code under test clones it
+// over HTTP; the test commits with the git command line.
+package gitserver
 
 import (
 	"net/http/cgi"
@@ -12,18 +16,20 @@ import (
 	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
-// gitServer is a bare repository served over HTTP by Git's own smart-HTTP
-// backend, as a Git host serves it; commits reach it by a push from a
-// working clone.
-type gitServer struct {
-	t    *testing.T
-	work string
+// Server is a bare repository served over HTTP; commits reach it by a
+// push from a working clone.
+type Server struct {
+	t testing.TB
+	// Work is the working clone Commit pushes from.
+	Work string
 	env  []string
 	// URL is the repository's clone URL.
 	URL string
 }
 
-func newGitServer(t *testing.T) *gitServer {
+// New serves an empty repository (branch main) until t ends; it skips
+// through testenv when git or its HTTP backend is missing.
+func New(t testing.TB) *Server {
 	t.Helper()
 	gitBin, err := exec.LookPath("git")
 	if err != nil {
@@ -38,18 +44,19 @@ func newGitServer(t *testing.T) *gitServer {
 		testenv.Unavailable(t, "needs git-http-backend: %v", err)
 	}
 	root, work := t.TempDir(), t.TempDir()
-	g := &gitServer{t: t, work: work, env: append(os.Environ(), "HOME="+t.TempDir(), "GIT_CONFIG_NOSYSTEM=1",
+	g := &Server{t: t, Work: work, env: append(os.Environ(), "HOME="+t.TempDir(), "GIT_CONFIG_NOSYSTEM=1",
 		"GIT_AUTHOR_NAME=gitops", "GIT_AUTHOR_EMAIL=gitops@example.com", "GIT_COMMITTER_NAME=gitops", "GIT_COMMITTER_EMAIL=gitops@example.com")}
-	g.git(root, "init", "--bare", "--initial-branch=main", "stacks.git")
-	g.git(work, "init", "--initial-branch=main")
-	g.git(work, "remote", "add", "origin", filepath.Join(root, "stacks.git"))
+	g.Git(root, "init", "--bare", "--initial-branch=main", "stacks.git")
+	g.Git(work, "init", "--initial-branch=main")
+	g.Git(work, "remote", "add", "origin", filepath.Join(root, "stacks.git"))
 	srv := httptest.NewServer(&cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}})
 	t.Cleanup(srv.Close)
 	g.URL = srv.URL + "/stacks.git"
 	return g
 }
 
-func (g *gitServer) git(dir string, args ...string) string {
+// Git runs git in dir and returns its output; failing fails the test.
+func (g *Server) Git(dir string, args ...string) string {
 	g.t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir, cmd.Env = dir, g.env
@@ -60,12 +67,12 @@ func (g *gitServer) git(dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// commit writes files (path: content) and pushes them to main, returning
+// Commit writes files (path: content) and pushes them to main, returning
 // the commit's hash.
-func (g *gitServer) commit(msg string, files map[string]string) string {
+func (g *Server) Commit(msg string, files map[string]string) string {
 	g.t.Helper()
 	for name, content := range files {
-		p := filepath.Join(g.work, name)
+		p := filepath.Join(g.Work, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			g.t.Fatal(err)
 		}
@@ -73,8 +80,8 @@ func (g *gitServer) commit(msg string, files map[string]string) string {
 			g.t.Fatal(err)
 		}
 	}
-	g.git(g.work, "add", "-A")
-	g.git(g.work, "commit", "-q", "-m", msg)
-	g.git(g.work, "push", "-q", "origin", "main")
-	return g.git(g.work, "rev-parse", "HEAD")
+	g.Git(g.Work, "add", "-A")
+	g.Git(g.Work, "commit", "-q", "-m", msg)
+	g.Git(g.Work, "push", "-q", "origin", "main")
+	return g.Git(g.Work, "rev-parse", "HEAD")
 }
