@@ -44,7 +44,7 @@ func newReconcileCommand() *cobra.Command {
 	fl.DurationVar(&o.interval, "interval", 30*time.Second, "time between rounds")
 	fl.BoolVar(&o.once, "once", false, "run one round and exit (its error, if any, is the exit status)")
 	fl.BoolVar(&o.force, "force-conflicts", false, "take over fields that another server-side applier manages")
-	fl.StringVar(&o.gitURL, "git-url", "", "read the configuration from this Git repository (https://, http:// or a path), cloned and fetched every round, instead of a directory; needs -stack")
+	fl.StringVar(&o.gitURL, "git-url", "", "read the configuration from this Git repository (https:// or http://), cloned and fetched every round, instead of a directory; needs -stack")
 	fl.StringVar(&o.gitRef, "git-ref", "main", "with -git-url: the branch, tag or commit to apply")
 	fl.StringVar(&o.gitPath, "git-path", ".", "with -git-url: the configuration's directory inside the repository")
 	fl.StringVar(&o.gitDir, "git-dir", "", "with -git-url: where to keep the clone (default: a new directory under $TMPDIR, removed on exit)")

@@ -17,7 +17,7 @@ import (
 // image, and nothing written outside WorkDir (a read-only root keeps
 // working with an emptyDir there).
 type Git struct {
-	// URL is the repository to clone (https://, http://, or a path).
+	// URL is the repository to clone (https:// or http://).
 	URL string
 	// Ref is a branch, a tag, or a commit hash.
 	Ref string

@@ -18,7 +18,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"stack", "revision"}),
 		inSync: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "gpuslice_reconcile_in_sync",
-			Help: "1 when the last round left the cluster matching the configuration (nothing to apply, or applied), 0 when it failed or was skipped.",
+			Help: "1 when the last round that ran left the cluster matching the configuration (nothing to apply, or applied), 0 when it failed; a round skipped for the stack's lock changes nothing.",
 		}, []string{"stack"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpuslice_reconcile_errors_total",
@@ -36,6 +36,9 @@ func (m *Metrics) observe(stack string, r Result) {
 	m.errors.WithLabelValues(stack) // present at 0 before the first failure
 	if r.Err != nil {
 		m.errors.WithLabelValues(stack).Inc()
+	}
+	if r.Locked != nil {
+		return // a skipped round says nothing about the cluster
 	}
 	in := 0.0
 	if r.InSync {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -114,10 +115,21 @@ func (s *Status) previous(ctx context.Context, stack string) (map[string]string,
 	return cm.Data, nil
 }
 
+// maxEventMessage keeps an Event within what the API server takes; the
+// whole error is in the ConfigMap's lastError.
+const (
+	maxEventMessage = 1024
+	seeStatus       = "… (the whole error: the status ConfigMap's lastError)"
+)
+
 func (s *Status) event(obj *corev1.ConfigMap, res Result, prev map[string]string) {
 	switch {
 	case res.Err != nil:
-		s.recorder.Eventf(obj, corev1.EventTypeWarning, ReasonFailed, "%s", res.Err)
+		msg := res.Err.Error()
+		if len(msg) > maxEventMessage {
+			msg = strings.ToValidUTF8(msg[:maxEventMessage-len(seeStatus)], "") + seeStatus
+		}
+		s.recorder.Eventf(obj, corev1.EventTypeWarning, ReasonFailed, "%s", msg)
 	case res.Locked != nil:
 		h := res.Locked.Holder
 		s.recorder.Eventf(obj, corev1.EventTypeNormal, ReasonLocked, "round skipped: stack %s is locked by %s (%s)", res.Stack, h.Who, h.Operation)
