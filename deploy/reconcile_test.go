@@ -24,8 +24,8 @@ var reconcileValues = map[string]any{"reconcile": map[string]any{
 
 // The chart's reconcile Deployment runs gpuslice reconcile from the
 // repository, non-root with a read-only root (its clone on an emptyDir),
-// as a ServiceAccount bound to the runner's ClusterRole and to a Role for
-// its status ConfigMap and Events; the API server accepts every object.
+// as a ServiceAccount bound to the runner's ClusterRole and, in the
+// inventory namespace, to a ClusterRole for its status ConfigMap and Events; the API server accepts every object.
 func TestReconcileDeployment(t *testing.T) {
 	out, err := deploy.RenderManifests(namespace, reconcileValues)
 	if err != nil {
@@ -53,7 +53,7 @@ func TestReconcileDeployment(t *testing.T) {
 		}
 	}
 	if d == nil || len(reconcileObjs) != 5 {
-		t.Fatalf("want a ServiceAccount, ClusterRoleBinding, Role, RoleBinding and Deployment named gpuslice-reconcile-prod, got %d objects:\n%s", len(reconcileObjs), out)
+		t.Fatalf("want a ServiceAccount, ClusterRoleBinding, ClusterRole, RoleBinding and Deployment named gpuslice-reconcile-prod, got %d objects:\n%s", len(reconcileObjs), out)
 	}
 	ps, c := d.Spec.Template.Spec, d.Spec.Template.Spec.Containers[0]
 	if ps.SecurityContext.RunAsUser == nil || *ps.SecurityContext.RunAsUser != 65532 || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
@@ -84,8 +84,8 @@ func TestReconcileDeployment(t *testing.T) {
 			_, err = client.CoreV1().ServiceAccounts(v.Namespace).Create(ctx, v, dry)
 		case *rbacv1.ClusterRoleBinding:
 			_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, v, dry)
-		case *rbacv1.Role:
-			_, err = client.RbacV1().Roles(v.Namespace).Create(ctx, v, dry)
+		case *rbacv1.ClusterRole:
+			_, err = client.RbacV1().ClusterRoles().Create(ctx, v, dry)
 		case *rbacv1.RoleBinding:
 			_, err = client.RbacV1().RoleBindings(v.Namespace).Create(ctx, v, dry)
 		case *appsv1.Deployment:
