@@ -88,7 +88,9 @@ func (s *Status) Record(ctx context.Context, source string, res Result) error {
 		data[KeyInSync], data[KeyLastError] = prev[KeyInSync], prev[KeyLastError]
 	}
 	cm := corev1ac.ConfigMap(StatusName(res.Stack), s.namespace).
-		WithLabels(map[string]string{"app.kubernetes.io/managed-by": "gpuslice", "app.kubernetes.io/component": "reconcile"}).
+		// Not app.kubernetes.io/managed-by=gpuslice: that marks a stack's
+		// objects, which the engine plans and prunes.
+		WithLabels(map[string]string{"app.kubernetes.io/name": "gpuslice-reconcile", "app.kubernetes.io/component": "status"}).
 		WithData(data)
 	obj, err := s.client.CoreV1().ConfigMaps(s.namespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
 	if err != nil {
