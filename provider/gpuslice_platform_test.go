@@ -184,3 +184,82 @@ func TestAccPlatformNodePlugin(t *testing.T) {
 		},
 	})
 }
+
+func reconcileConfig(ns, image string) string {
+	return providerBlock() + fmt.Sprintf(`
+resource "gpuslice_platform" "p" {
+  namespace          = %q
+  admission_policies = false
+  reconcile {
+    git_url = "https://git.example.com/platform/gpu-stacks.git"
+    path    = "stacks/prod"
+    stack   = "acc-prod"
+    image   = %q
+  }
+}
+`, ns, image)
+}
+
+// reconcileImage checks the reconciler's Deployment as the API server has
+// it.
+func reconcileImage(ns, image string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		d, err := kube.AppsV1().Deployments(ns).Get(context.Background(), "gpuslice-reconcile-acc-prod", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c := d.Spec.Template.Spec.Containers[0]
+		if c.Image != image || !slices.Contains(c.Args, "--git-path=stacks/prod") || !slices.Contains(c.Args, "--stack=acc-prod") {
+			return fmt.Errorf("reconcile Deployment runs %s with %v; want %s with the block's path and stack", c.Image, c.Args, image)
+		}
+		return nil
+	}
+}
+
+// The reconcile block installs the reconciler's Deployment (and no node
+// plugin), reads back with an empty plan, shows and restores drift, and
+// removes it when the block goes. An import does not see it: its objects
+// are named after the stack, which only the configuration knows.
+func TestAccPlatformReconcile(t *testing.T) {
+	withoutSuitePlatform(t)
+	const ns = "acc-reconcile"
+	image := "registry.test/gpuslice/gpuslice-reconcile:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providers,
+		Steps: []resource.TestStep{
+			{
+				Config: reconcileConfig(ns, image),
+				Check: resource.ComposeTestCheckFunc(reconcileImage(ns, image), func(*terraform.State) error {
+					if _, err := kube.AppsV1().DaemonSets(ns).Get(context.Background(), "gpuslice-nodeplugin", metav1.GetOptions{}); err == nil {
+						return fmt.Errorf("a platform without a node_plugin block installed the node plugin")
+					}
+					return nil
+				}),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+			},
+			{
+				PreConfig: func() {
+					patch := `{"spec":{"template":{"spec":{"containers":[{"name":"reconcile","image":"somebody/else:1"}]}}}}`
+					if _, err := kube.AppsV1().Deployments(ns).Patch(context.Background(), "gpuslice-reconcile-acc-prod", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+						t.Fatalf("edit the reconciler's Deployment: %v", err)
+					}
+				},
+				Config: reconcileConfig(ns, image),
+				Check:  reconcileImage(ns, image),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction("gpuslice_platform.p", plancheck.ResourceActionUpdate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+			},
+			{
+				Config: platformConfig(ns, "[25, 50, 100]"),
+				Check: func(*terraform.State) error {
+					if _, err := kube.AppsV1().Deployments(ns).Get(context.Background(), "gpuslice-reconcile-acc-prod", metav1.GetOptions{}); err == nil {
+						return fmt.Errorf("the reconciler's Deployment is still there after its block was removed")
+					}
+					return nil
+				},
+			},
+		},
+	})
+}

@@ -24,53 +24,35 @@ func newImageCommand() *cobra.Command {
 	image := &cobra.Command{Use: "image", Short: "Build or push the node plugin's OCI image (what `make image` and `make image-push` run)"}
 	image.PersistentFlags().StringVar(&dir, "dir", filepath.Join("bin", "image"), "directory holding what `make image` built, and the image it writes")
 
-	var version, revision string
+	var version, revision, caFile string
 	build := &cobra.Command{
-		Use:   "build",
-		Short: "Build the image from <dir>/gpuslice-nodeplugin and <dir>/shim/libgpuslice.so into an OCI layout (<dir>/oci) and a tarball (<dir>/gpuslice-nodeplugin.tar)",
-		Args:  cobra.NoArgs,
+		Use: "build",
+		Short: "Build the node plugin's image from <dir>/gpuslice-nodeplugin and <dir>/shim/libgpuslice.so into <dir>/oci and <dir>/gpuslice-nodeplugin.tar, " +
+			"and the in-cluster reconciler's from <dir>/gpuslice (static) into <dir>/reconcile/oci and <dir>/gpuslice-reconcile.tar",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			img, err := images.NodePluginImage(dir, version, revision)
 			if err != nil {
 				return err
 			}
-			ociDir := filepath.Join(dir, "oci")
-			if err := os.RemoveAll(ociDir); err != nil {
+			if err := writeImage(cmd, img, filepath.Join(dir, "oci"), filepath.Join(dir, "gpuslice-nodeplugin.tar"), images.NodePluginRepository+":"+version); err != nil {
 				return err
 			}
-			p, err := layout.Write(ociDir, empty.Index)
+			img, err = images.ReconcileImage(dir, caFile, version, revision)
 			if err != nil {
 				return err
 			}
-			if err := p.AppendImage(img); err != nil {
-				return fmt.Errorf("write %s: %w", ociDir, err)
-			}
-			tag, err := name.NewTag(images.NodePluginRepository + ":" + version)
-			if err != nil {
-				return err
-			}
-			tarPath := filepath.Join(dir, "gpuslice-nodeplugin.tar")
-			if err := tarball.WriteToFile(tarPath, tag, img); err != nil {
-				return fmt.Errorf("write %s: %w", tarPath, err)
-			}
-			digest, err := img.Digest()
-			if err != nil {
-				return err
-			}
-			size, err := imageSize(img)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s@%s (%.1f MB compressed)\n  OCI layout: %s\n  tarball:    %s\n", tag, digest, float64(size)/1e6, ociDir, tarPath)
-			return nil
+			return writeImage(cmd, img, filepath.Join(dir, "reconcile", "oci"), filepath.Join(dir, "gpuslice-reconcile.tar"), images.ReconcileRepository+":"+version)
 		},
 	}
 	build.Flags().StringVar(&version, "version", "0.1.0", "version (the tag and org.opencontainers.image.version)")
 	build.Flags().StringVar(&revision, "revision", "unknown", "source revision (org.opencontainers.image.revision)")
+	build.Flags().StringVar(&caFile, "ca-file", "/etc/ssl/certs/ca-certificates.crt", "the CA certificates the reconciler's image trusts for cloning over https")
 
+	var reconcile bool
 	push := &cobra.Command{
 		Use:   "push IMAGE",
-		Short: "Push the image built in <dir>/oci to IMAGE (registry/repository:tag), with the Docker credential chain (~/.docker/config.json, credential helpers)",
+		Short: "Push the image built in <dir>/oci (with -reconcile, <dir>/reconcile/oci) to IMAGE (registry/repository:tag), with the Docker credential chain (~/.docker/config.json, credential helpers)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ref, err := name.ParseReference(args[0])
@@ -78,6 +60,9 @@ func newImageCommand() *cobra.Command {
 				return fmt.Errorf("IMAGE %q: %w (want registry/repository:tag)", args[0], err)
 			}
 			img, err := images.BuiltNodePluginImage(filepath.Join(dir, "oci"))
+			if reconcile {
+				img, err = images.Built(filepath.Join(dir, "reconcile", "oci"), "the reconciler's image")
+			}
 			if err != nil {
 				return err
 			}
@@ -92,8 +77,41 @@ func newImageCommand() *cobra.Command {
 			return nil
 		},
 	}
+	push.Flags().BoolVar(&reconcile, "reconcile", false, "push the in-cluster reconciler's image instead of the node plugin's")
 	image.AddCommand(build, push)
 	return image
+}
+
+// writeImage writes img as an OCI layout into ociDir and a tarball tagged
+// tag, and prints its digest.
+func writeImage(cmd *cobra.Command, img v1.Image, ociDir, tarPath, tag string) error {
+	if err := os.RemoveAll(ociDir); err != nil {
+		return err
+	}
+	p, err := layout.Write(ociDir, empty.Index)
+	if err != nil {
+		return err
+	}
+	if err := p.AppendImage(img); err != nil {
+		return fmt.Errorf("write %s: %w", ociDir, err)
+	}
+	t, err := name.NewTag(tag)
+	if err != nil {
+		return err
+	}
+	if err := tarball.WriteToFile(tarPath, t, img); err != nil {
+		return fmt.Errorf("write %s: %w", tarPath, err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return err
+	}
+	size, err := imageSize(img)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s@%s (%.1f MB compressed)\n  OCI layout: %s\n  tarball:    %s\n", t, digest, float64(size)/1e6, ociDir, tarPath)
+	return nil
 }
 
 func imageSize(img interface {

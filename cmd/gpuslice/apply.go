@@ -3,9 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"io/fs"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,6 +14,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine/hclstack"
 	"github.com/gpuslice/gpuslice/engine/lock"
 	"github.com/gpuslice/gpuslice/engine/plan"
+	"github.com/gpuslice/gpuslice/engine/reconcile"
 	"github.com/gpuslice/gpuslice/engine/status"
 )
 
@@ -112,7 +110,7 @@ func (a *applier) applyPlan(cmd *cobra.Command, e *engine.Engine, w *writing, p 
 	start := time.Now()
 	w.started()
 	opts := apply.Options{ForceConflicts: a.force, Concurrency: a.concurrency, Progress: progressPrinter(out), Stop: w.ctx,
-		Writer: plan.Writer{Who: lock.Me() + " (gpuslice apply)", ConfigTime: configTime(dir)}}
+		Writer: plan.Writer{Who: lock.Me() + " (gpuslice apply)", ConfigTime: reconcile.ConfigTime(dir)}}
 	if a.replan {
 		opts.Replanned = func(fresh *plan.Plan) {
 			fmt.Fprintf(out, "The cluster changed since the plan above (-replan): applying a fresh plan:\n\n")
@@ -182,22 +180,4 @@ func showValue(o hclstack.Output) string {
 		return o.Value.GoString()
 	}
 	return string(data)
-}
-
-// configTime is when the configuration in dir last changed: its newest
-// .tf, .tf.json or .tfvars file (zero when unknown).
-func configTime(dir string) time.Time {
-	var newest time.Time
-	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return nil
-		}
-		if n := d.Name(); strings.HasSuffix(n, ".tf") || strings.HasSuffix(n, ".tf.json") || strings.HasSuffix(n, ".tfvars") {
-			if info, err := d.Info(); err == nil && info.ModTime().After(newest) {
-				newest = info.ModTime()
-			}
-		}
-		return nil
-	})
-	return newest
 }

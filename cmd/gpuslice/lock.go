@@ -39,22 +39,11 @@ func (lf *lockFlags) acquire(ctx context.Context, stderr io.Writer, e *engine.En
 		return &held{stderr: stderr}, nil
 	}
 	path, _ := filepath.Abs(dir)
-	l, err := e.Locks().Acquire(ctx, stack, lock.Options{Operation: operation, Path: path, Timeout: lf.timeout, Waiting: func(h lock.Info, abandoned bool) {
-		if abandoned {
-			fmt.Fprintf(stderr, "Acquiring state lock. This may take a few moments... (stack %s is locked by %s (%s), who last renewed it at %s by its clock and looks gone: "+
-				"taking the lock over unless it is renewed within %s)\n", stack, h.Who, h.Operation, h.Renewed.Local().Format(time.RFC3339), h.Duration)
-			return
-		}
-		fmt.Fprintf(stderr, "Acquiring state lock. This may take a few moments... (stack %s is locked by %s (%s) since %s; waiting up to %s)\n",
-			stack, h.Who, h.Operation, h.Created.Local().Format(time.RFC3339), lf.timeout)
-	}})
+	l, err := e.Locks().Acquire(ctx, stack, lock.Options{Operation: operation, Path: path, Timeout: lf.timeout, Waiting: lock.Waiting(stderr, stack, lf.timeout)})
 	if err != nil {
 		return nil, err
 	}
-	if l.TookOver != nil {
-		fmt.Fprintf(stderr, "Warning: took over the state lock of stack %s from %s (%s), which was not renewed for %s (its last renewal: %s by its clock): that writer was killed or lost the cluster; run plan to see what it left.\n",
-			stack, l.TookOver.Who, l.TookOver.Operation, l.TookOver.Duration, l.TookOver.Renewed.Local().Format(time.RFC3339))
-	}
+	lock.WarnTookOver(stderr, l)
 	return &held{l: l, stderr: stderr}, nil
 }
 

@@ -4,120 +4,146 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/gpuslice/gpuslice/engine"
-	"github.com/gpuslice/gpuslice/engine/apply"
-	"github.com/gpuslice/gpuslice/engine/lock"
-	"github.com/gpuslice/gpuslice/engine/plan"
+	"github.com/gpuslice/gpuslice/engine/diag"
+	"github.com/gpuslice/gpuslice/engine/hclstack"
+	"github.com/gpuslice/gpuslice/engine/reconcile"
 )
 
 func newReconcileCommand() *cobra.Command {
-	var r reconciler
+	var o reconcileFlags
 	cmd := &cobra.Command{
 		Use:   "reconcile [dir]",
 		Short: "GitOps mode: re-read the configuration, plan and apply on a loop, correcting drift",
-		Long: "Every -interval, reads the directory again (pick up what your Git sync wrote), plans against the cluster and applies " +
-			"any difference without asking, so out-of-band edits are reverted. Errors are printed and retried on the next round. " +
-			"Stops on SIGINT or SIGTERM.",
+		Long: "Every -interval, reads the configuration again (a directory your Git sync writes, or with -git-url a Git repository " +
+			"it clones and fetches itself), plans against the cluster and applies any difference without asking, so out-of-band " +
+			"edits are reverted. Each round takes the stack's lock, and is reported in the ConfigMap gpuslice-reconcile-<stack> of " +
+			"the inventory namespace, in Events on it, and (with -metrics-address) in Prometheus metrics. Errors are printed and " +
+			"retried on the next round. Stops on SIGINT or SIGTERM.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			e, err := r.f.engine()
-			if err != nil {
-				return err
-			}
-			// One engine for every round: its view of the cluster is listed
-			// once and kept current by watches, so a round re-reads nothing;
-			// a change made moments before a round shows in the next one.
-			e.Continuous = true
-			defer e.Close()
-			for {
-				err := r.round(ctx, cmd, e, dirArg(args))
-				if r.once {
-					return err
-				}
-				if err != nil && err != errReported {
-					fmt.Fprintf(cmd.ErrOrStderr(), "%s reconcile failed, retrying in %s: %v\n", time.Now().Format(time.RFC3339), r.interval, err)
-				}
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-time.After(r.interval):
-				}
-			}
+			return o.run(ctx, cmd, args)
 		},
 	}
-	r.f.register(cmd, true)
-	cmd.Flags().DurationVar(&r.interval, "interval", 30*time.Second, "time between rounds")
-	cmd.Flags().BoolVar(&r.once, "once", false, "run one round and exit (its error, if any, is the exit status)")
-	cmd.Flags().BoolVar(&r.force, "force-conflicts", false, "take over fields that another server-side applier manages")
-	r.lf.register(cmd)
+	o.f.register(cmd, true)
+	o.lf.register(cmd)
+	fl := cmd.Flags()
+	fl.DurationVar(&o.interval, "interval", 30*time.Second, "time between rounds")
+	fl.BoolVar(&o.once, "once", false, "run one round and exit (its error, if any, is the exit status)")
+	fl.BoolVar(&o.force, "force-conflicts", false, "take over fields that another server-side applier manages")
+	fl.StringVar(&o.gitURL, "git-url", "", "read the configuration from this Git repository (https:// or http://), cloned and fetched every round, instead of a directory; needs -stack")
+	fl.StringVar(&o.gitRef, "git-ref", "main", "with -git-url: the branch, tag or commit to apply")
+	fl.StringVar(&o.gitPath, "git-path", ".", "with -git-url: the configuration's directory inside the repository")
+	fl.StringVar(&o.gitDir, "git-dir", "", "with -git-url: where to keep the clone (default: a new directory under $TMPDIR, removed on exit)")
+	fl.StringVar(&o.metricsAddress, "metrics-address", "", "address serving /metrics (gpuslice_reconcile_*) and /healthz, e.g. :9402; empty serves none")
 	return cmd
 }
 
-// reconciler is `gpuslice reconcile` as its flags configure it.
-type reconciler struct {
-	f           stackFlags
-	lf          lockFlags
-	interval    time.Duration
-	once, force bool
+// reconcileFlags are `gpuslice reconcile`'s flags.
+type reconcileFlags struct {
+	f                               stackFlags
+	lf                              lockFlags
+	interval                        time.Duration
+	once, force                     bool
+	gitURL, gitRef, gitPath, gitDir string
+	metricsAddress                  string
 }
 
-// round reads the configuration in dir, plans it and applies any
-// difference, under the stack's lock.
-func (r *reconciler) round(ctx context.Context, cmd *cobra.Command, e *engine.Engine, dir string) error {
-	out := cmd.OutOrStdout()
-	c, err := r.f.load(cmd.ErrOrStderr(), dir)
+func (o *reconcileFlags) run(ctx context.Context, cmd *cobra.Command, args []string) error {
+	src, cleanup, err := o.source(args)
 	if err != nil {
 		return err
 	}
-	e.Tables = r.f.tableSet
-	// The lock per round, never between rounds: a human's apply
-	// goes in between, and this round waits for it (up to
-	// -lock-timeout) or skips.
-	lk, err := r.lf.acquire(ctx, cmd.ErrOrStderr(), e, c.Stack.Name, "gpuslice reconcile", dir)
-	var heldErr *lock.HeldError
-	if errors.As(err, &heldErr) && !r.once {
-		fmt.Fprintf(out, "%s stack %s: locked by %s (%s) since %s; skipping this round\n", time.Now().Format(time.RFC3339),
-			c.Stack.Name, heldErr.Holder.Who, heldErr.Holder.Operation, heldErr.Holder.Created.Local().Format(time.RFC3339))
-		return nil
-	}
+	defer cleanup()
+	e, err := o.f.engine()
 	if err != nil {
 		return err
 	}
-	defer lk.release()
-	stop, cancelStop := lk.stop(ctx)
-	defer cancelStop()
-	p, err := planStack(stop, e, c, plan.Options{})
-	if err != nil {
-		return err
+	// One engine for every round: its view of the cluster is listed once
+	// and kept current by watches, so a round re-reads nothing; a change
+	// made moments before a round shows in the next one.
+	e.Continuous = true
+	defer e.Close()
+	reg := prometheus.NewRegistry()
+	status := reconcile.NewStatus(e.Clients.Typed, e.Inventory.Namespace)
+	defer status.Close()
+	r := &reconcile.Reconciler{Engine: e, Source: src, Load: o.load(e), Stack: o.f.stack, NoLock: !o.lf.lock, LockTimeout: o.lf.timeout,
+		ForceConflicts: o.force, Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr(), Status: status, Metrics: reconcile.NewMetrics(reg)}
+	if o.once {
+		res := r.Round(ctx)
+		if res.Locked != nil {
+			return res.Locked
+		}
+		return res.Err
 	}
-	printDiags(cmd.ErrOrStderr(), p.Diagnostics)
-	if !p.HasChanges() {
-		fmt.Fprintf(out, "%s stack %s: in sync\n", time.Now().Format(time.RFC3339), c.Stack.Name)
-		return nil
+	if o.metricsAddress != "" {
+		stopServing, err := serveMetrics(o.metricsAddress, reg, cmd)
+		if err != nil {
+			return err
+		}
+		defer stopServing()
 	}
-	// Never revert an apply made from a newer configuration than
-	// the directory's (the Git sync has not caught up).
-	mine := configTime(dir)
-	if last := p.Last; !last.ConfigTime.IsZero() && last.ConfigTime.After(mine) && last.Digest != "" && last.Digest != p.Digest() {
-		return fmt.Errorf("stack %s was applied by %s at %s from a configuration newer (changed %s) than %s's (changed %s); "+
-			"reconcile does not revert it: let the Git sync bring that configuration, or apply %s by hand to go back",
-			c.Stack.Name, last.Who, last.At.Local().Format(time.RFC3339), last.ConfigTime.Local().Format(time.RFC3339), dir, mine.Local().Format(time.RFC3339), dir)
-	}
-	p.WriteText(out)
-	opts := apply.Options{ForceConflicts: r.force, Progress: progressPrinter(out), Stop: stop,
-		Writer: plan.Writer{Who: lock.Me() + " (gpuslice reconcile)", ConfigTime: mine}}
-	if err := e.Apply(cmd.Context(), p, opts); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "%s stack %s: reconciled (%d added, %d changed, %d replaced, %d destroyed)\n", time.Now().Format(time.RFC3339),
-		c.Stack.Name, p.Count(plan.Create), p.Count(plan.Update), p.Count(plan.Replace), p.Count(plan.Delete))
+	r.Run(ctx, o.interval)
 	return nil
+}
+
+// load reads a revision's configuration with the flags' variables and
+// tables, which the engine's checks then use.
+func (o *reconcileFlags) load(e *engine.Engine) func(string) (*hclstack.Config, diag.Diagnostics) {
+	return func(dir string) (*hclstack.Config, diag.Diagnostics) {
+		c, diags := o.f.loadDiags(dir)
+		e.Tables = o.f.tableSet
+		return c, diags
+	}
+}
+
+func (o *reconcileFlags) source(args []string) (reconcile.Source, func(), error) {
+	if o.gitURL == "" {
+		return reconcile.Dir(dirArg(args)), func() {}, nil
+	}
+	if len(args) > 0 {
+		return nil, nil, fmt.Errorf("reconcile: give a directory or -git-url, not both (-git-path names the directory inside the repository)")
+	}
+	if o.f.stack == "" {
+		return nil, nil, fmt.Errorf("reconcile -git-url needs -stack: the stack's name is its inventory's and its status ConfigMap's")
+	}
+	if o.gitDir != "" {
+		return &reconcile.Git{URL: o.gitURL, Ref: o.gitRef, Path: o.gitPath, WorkDir: o.gitDir}, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "gpuslice-reconcile-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("make a directory for the Git clone (set -git-dir or $TMPDIR to a writable one): %w", err)
+	}
+	return &reconcile.Git{URL: o.gitURL, Ref: o.gitRef, Path: o.gitPath, WorkDir: dir}, func() { os.RemoveAll(dir) }, nil
+}
+
+// serveMetrics serves reg on addr until the returned function is called.
+func serveMetrics(addr string, reg *prometheus.Registry, cmd *cobra.Command) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-metrics-address %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "Warning: serving metrics on %s stopped: %v\n", addr, err)
+		}
+	}()
+	return func() { _ = srv.Close() }, nil
 }

@@ -53,17 +53,22 @@ func dirArg(args []string) string {
 // load reads and validates the configuration, printing diagnostics; it
 // fails when any is an error.
 func (f *stackFlags) load(w io.Writer, dir string) (*hclstack.Config, error) {
-	set, err := tables.Load(f.tables...)
-	if err != nil {
-		return nil, err
-	}
-	f.tableSet = set
-	c, diags := hclstack.Load(dir, hclstack.Options{Stack: f.stack, VarOptions: hclstack.VarOptions{Vars: f.vars, VarFiles: f.varFiles}, GPUModels: set.GPUModels})
+	c, diags := f.loadDiags(dir)
 	printDiags(w, diags)
 	if diags.HasErrors() {
 		return nil, errReported
 	}
 	return c, nil
+}
+
+// loadDiags reads the configuration in dir with the tables the flags name.
+func (f *stackFlags) loadDiags(dir string) (*hclstack.Config, diag.Diagnostics) {
+	set, err := tables.Load(f.tables...)
+	if err != nil {
+		return nil, diag.Diagnostics{{Severity: diag.Error, Summary: "Invalid -table", Detail: err.Error()}}
+	}
+	f.tableSet = set
+	return hclstack.Load(dir, hclstack.Options{Stack: f.stack, VarOptions: hclstack.VarOptions{Vars: f.vars, VarFiles: f.varFiles}, GPUModels: set.GPUModels})
 }
 
 func (f *stackFlags) engine() (*engine.Engine, error) {

@@ -51,6 +51,14 @@ func nodePluginWith(attr string) string {
 		"    " + attr + "\n  }\n}\n"
 }
 
+// reconcileWith is a platform whose reconcile block has git_url on line 9,
+// stack on line 10 and extra on line 12 (after base).
+func reconcileWith(gitURL, stack, extra string) string {
+	return "resource \"gpuslice_platform\" \"p\" {\n  reconcile {\n    git_url = \"" + gitURL + "\"\n    stack = \"" + stack + "\"\n" +
+		"    image = \"registry.test/gpuslice/gpuslice-reconcile:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5\"\n" +
+		"    " + extra + "\n  }\n}\n"
+}
+
 // TestBrokenConfigs: each broken configuration yields exactly one error
 // diagnostic, at the expected file:line:column, saying what is wrong.
 func TestBrokenConfigs(t *testing.T) {
@@ -124,6 +132,12 @@ func TestBrokenConfigs(t *testing.T) {
 			"8:47", []string{"gpuslice_platform.p.scheduler_users[1]: Invalid user name", `"a,b" contains a comma`}, 0},
 		{"negative evict-after", base + nodePluginWith(`health_evict_after = "-5m"`), nil, nil,
 			"10:26", []string{"gpuslice_platform.p.node_plugin.health_evict_after: Invalid duration", `"-5m" is negative`}, 0},
+		{"reconcile: credentials in the URL", base + reconcileWith("https://bob:secret@git.test/s.git", "prod", ""), nil, nil,
+			"9:15", []string{"gpuslice_platform.p.reconcile.git_url: Credentials in the Git URL", "readable by anyone who may read the Deployment"}, 0},
+		{"reconcile: stack name", base + reconcileWith("https://git.test/s.git", "Prod_1", ""), nil, nil,
+			"10:13", []string{"gpuslice_platform.p.reconcile.stack: Invalid stack name", "gpuslice-reconcile-<stack>"}, 0},
+		{"reconcile: interval", base + reconcileWith("https://git.test/s.git", "prod", `interval = "500ms"`), nil, nil,
+			"12:16", []string{"gpuslice_platform.p.reconcile.interval: Invalid interval", "at least 1s"}, 0},
 		{"unparseable recovery", base + nodePluginWith(`health_recovery = "5 minutes"`), nil, nil,
 			"10:23", []string{"gpuslice_platform.p.node_plugin.health_recovery: Invalid duration", `"5 minutes" is not a Go duration`, `"90s"`}, 0},
 		{"zero recovery", base + nodePluginWith(`health_recovery = "0s"`), nil, nil,

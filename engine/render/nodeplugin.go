@@ -18,19 +18,31 @@ import (
 // namespace.
 const NodePluginDaemonSet = deploy.ChartName
 
-// nodePlugin renders the platform's node_plugin block through the node
-// plugin's Helm chart, so the platform installs exactly what `helm
-// install` and the plain manifests do, with the platform's fractions.
-func (r renderer) nodePlugin(p *spec.Platform) ([]objects.Object, error) {
-	typed, err := deploy.Render(p.Namespace, NodePluginValues(p))
+// chart renders the platform's node_plugin and reconcile blocks through
+// the node plugin's Helm chart, so the platform installs exactly what
+// `helm install` and the plain manifests do, with the platform's
+// fractions. Without a node_plugin block only the reconciler's objects are
+// kept.
+func (r renderer) chart(p *spec.Platform) ([]objects.Object, error) {
+	values := map[string]any{}
+	if p.NodePlugin != nil {
+		values = NodePluginValues(p)
+	}
+	if p.Reconcile != nil {
+		values["reconcile"] = ReconcileValues(p.Reconcile)
+	}
+	typed, err := deploy.Render(p.Namespace, values)
 	if err != nil {
-		return nil, fmt.Errorf("%s.node_plugin: %w", p.Address, err)
+		return nil, fmt.Errorf("%s: %w", p.Address, err)
 	}
 	var out []objects.Object
 	for _, t := range typed {
 		accessor, ok := t.(metav1.Object)
 		if !ok {
-			return nil, fmt.Errorf("%s.node_plugin: the chart rendered a %T without metadata", p.Address, t)
+			return nil, fmt.Errorf("%s: the chart rendered a %T without metadata", p.Address, t)
+		}
+		if p.NodePlugin == nil && accessor.GetLabels()[nameLabel] != ReconcileName {
+			continue
 		}
 		meta := r.meta(p.Address, accessor.GetNamespace(), accessor.GetName(), accessor.GetLabels())
 		accessor.SetLabels(meta.Labels)

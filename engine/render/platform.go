@@ -52,8 +52,8 @@ func (r renderer) platform(p *spec.Platform) ([]objects.Object, error) {
 		return nil, err
 	}
 	out := []objects.Object{ns, cm, role}
-	if p.NodePlugin != nil {
-		plugin, err := r.nodePlugin(p)
+	if p.NodePlugin != nil || p.Reconcile != nil {
+		plugin, err := r.chart(p)
 		if err != nil {
 			return nil, err
 		}

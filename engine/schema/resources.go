@@ -57,6 +57,19 @@ var Platform = Resource{
 					oneOf(str("effect", "`NoSchedule`, `PreferNoSchedule` or `NoExecute`; empty matches all."), "NoSchedule", "PreferNoSchedule", "NoExecute"),
 				},
 			}},
+		}, {
+			Name: "reconcile", Nesting: NestingSingle,
+			Description: "Run `gpuslice reconcile` in the cluster: a Deployment (from the chart in `deploy/`) that clones `git_url` itself and applies the stack in `path` of `ref` every `interval`, reverting out-of-band edits, " +
+				"and reports each round in the ConfigMap `gpuslice-reconcile-<stack>` of `gpuslice-system`, Events on it and `gpuslice_reconcile_*` metrics (see the guide Reconciling from Git). " +
+				"It runs as uid 65532 with a read-only root; its ServiceAccount is bound to the ClusterRole `" + contract.RunnerClusterRole + "` (what an apply writes; not created by this block) and to a Role for its status.",
+			Attributes: []Attribute{
+				required(str("git_url", "The Git repository, `https://` or `http://`, without credentials (private repositories are not supported yet).")),
+				strDefault("ref", "main", "The branch (followed), tag or commit to apply."),
+				strDefault("path", ".", "The configuration's directory inside the repository."),
+				required(str("stack", "The stack's name: its inventory, lock and status ConfigMap are named after it.")),
+				strDefault("interval", "30s", "Time between rounds (Go duration, at least 1s)."),
+				required(str("image", "The reconciler's image, pinned by tag and digest, e.g. `registry.example.com/gpuslice/gpuslice-reconcile:0.1.0@sha256:…` (`make image-push-reconcile` prints it).")),
+			},
 		}},
 	},
 }

@@ -42,6 +42,18 @@ type Platform struct {
 	ForceDestroy   bool     `json:"force_destroy"`
 	// NodePlugin, when set, installs the node plugin's DaemonSet.
 	NodePlugin *NodePlugin `json:"node_plugin"`
+	// Reconcile, when set, runs gpuslice reconcile as a Deployment.
+	Reconcile *Reconcile `json:"reconcile"`
+}
+
+// Reconcile is the platform's reconcile block.
+type Reconcile struct {
+	GitURL   string `json:"git_url"`
+	Ref      string `json:"ref"`
+	Path     string `json:"path"`
+	Stack    string `json:"stack"`
+	Interval string `json:"interval"`
+	Image    string `json:"image"`
 }
 
 // NodePlugin is the platform's node_plugin block.

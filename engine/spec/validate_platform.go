@@ -39,6 +39,9 @@ func (v *validator) platform(p *Platform) {
 	if np := p.NodePlugin; np != nil {
 		v.nodePlugin(p.Address, np)
 	}
+	if rc := p.Reconcile; rc != nil {
+		v.reconcile(p.Address, rc)
+	}
 }
 
 // schedulerUsers checks the names the admission policies compare

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -109,5 +110,43 @@ func layerFiles(t *testing.T, img v1.Image) []string {
 		if h.Typeflag == tar.TypeReg {
 			files = append(files, h.Name)
 		}
+	}
+}
+
+// The reconcile image holds the static CLI and a CA bundle, runs it as
+// uid 65532 with the reconcile command, and refuses a cgo build.
+func TestReconcileImage(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "gpuslice")
+	// A static Go program stands in for the CLI (its build alone takes
+	// minutes on a loaded machine).
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", bin, src)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build a static program: %v\n%s", err, out)
+	}
+	ca := filepath.Join(dir, "ca.crt")
+	copyFile(t, "/etc/ssl/certs/ca-certificates.crt", ca)
+	img, err := images.ReconcileImage(dir, ca, "1.2.3", "abc123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files := layerFiles(t, img); !slices.Equal(files, []string{"etc/ssl/certs/ca-certificates.crt", "usr/local/bin/gpuslice"}) {
+		t.Errorf("image files %v, want the CLI and the CA bundle only", files)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.Config.User != "65532:65532" || !slices.Equal(cf.Config.Entrypoint, []string{"/usr/local/bin/gpuslice", "reconcile"}) {
+		t.Errorf("user %q entrypoint %v, want 65532:65532 running gpuslice reconcile", cf.Config.User, cf.Config.Entrypoint)
+	}
+	copyFile(t, "/bin/true", bin)
+	if _, err := images.ReconcileImage(dir, ca, "1", "x"); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+		t.Errorf("image of a dynamically linked CLI: error %v, want one naming CGO_ENABLED=0", err)
 	}
 }

@@ -56,14 +56,18 @@ func NodePluginImage(dir, version, revision string) (v1.Image, error) {
 // BuiltNodePluginImage reads the image `make image` wrote as an OCI layout
 // into dir (bin/image/oci): the artifact itself, so what is pushed has the
 // digest the build printed.
-func BuiltNodePluginImage(dir string) (v1.Image, error) {
+func BuiltNodePluginImage(dir string) (v1.Image, error) { return Built(dir, "the node plugin's image") }
+
+// Built reads the one image (what, in messages) `make image` wrote as an
+// OCI layout into dir.
+func Built(dir, what string) (v1.Image, error) {
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
-		return nil, fmt.Errorf("read the node plugin's image in %s: %w (run `make image` first)", dir, err)
+		return nil, fmt.Errorf("read %s in %s: %w (run `make image` first)", what, dir, err)
 	}
 	m, err := idx.IndexManifest()
 	if err != nil {
-		return nil, fmt.Errorf("read the node plugin's image in %s: %w (run `make image` again)", dir, err)
+		return nil, fmt.Errorf("read %s in %s: %w (run `make image` again)", what, dir, err)
 	}
 	if len(m.Manifests) != 1 {
 		return nil, fmt.Errorf("%s holds %d images, want 1: run `make image` again", dir, len(m.Manifests))

@@ -54,7 +54,7 @@ func quantity(live resource.Quantity, prior string) string {
 // PlatformReads are the resources Platform reads, in the platform's
 // namespace.
 func PlatformReads() []view.Resource {
-	return []view.Resource{view.ManagedKind("", "ConfigMap"), view.ManagedKind("apps", "DaemonSet")}
+	return []view.Resource{view.ManagedKind("", "ConfigMap"), view.ManagedKind("apps", "DaemonSet"), view.ManagedKind("apps", "Deployment")}
 }
 
 // Platform reads the gpuslice_platform whose namespace is ns; nil when it
@@ -85,6 +85,19 @@ func Platform(ctx context.Context, v *view.View, ns string, prior *spec.Platform
 			// Tolerations nobody wrote are the chart's default, not a difference.
 			if render.DefaultTolerations(p.NodePlugin.Tolerations) {
 				p.NodePlugin.Tolerations = nil
+			}
+		}
+	}
+	// The reconciler's Deployment is named after its stack, which only the
+	// configuration knows: an import without one does not see it.
+	if prior != nil && prior.Reconcile != nil {
+		d, err := get[appsv1.Deployment](ctx, v, "apps", "Deployment", ns, render.ReconcileDeployment(prior.Reconcile.Stack))
+		if err != nil {
+			return nil, err
+		}
+		if d != nil && managed(d.Labels) {
+			if p.Reconcile, err = render.ReconcileOf(d); err != nil {
+				return nil, err
 			}
 		}
 	}
