@@ -3,9 +3,11 @@ package render
 import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
+	"github.com/gpuslice/gpuslice/engine/spec"
 )
 
 // applyVerbs are what applying, adopting and deleting an object needs.
@@ -82,4 +84,24 @@ func RunnerRBAC(namespace, serviceAccount string) (*rbacv1.ClusterRole, *rbacv1.
 		Subjects:   subjects,
 	}
 	return role, binding, state, stateBinding
+}
+
+// runnerRBAC renders the platform's runner block: the runner roles and
+// their bindings to its ServiceAccount, owned by the platform.
+func (r renderer) runnerRBAC(p *spec.Platform) ([]objects.Object, error) {
+	role, binding, state, stateBinding := RunnerRBAC(p.Runner.Namespace, p.Runner.ServiceAccount)
+	role.ObjectMeta = r.meta(p.Address, "", role.Name, nil)
+	binding.ObjectMeta = r.meta(p.Address, "", binding.Name, nil)
+	state.ObjectMeta = r.meta(p.Address, state.Namespace, state.Name, nil)
+	stateBinding.ObjectMeta = r.meta(p.Address, stateBinding.Namespace, stateBinding.Name, nil)
+	var out []objects.Object
+	for _, typed := range []runtime.Object{role, binding, state, stateBinding} {
+		gvk := typed.GetObjectKind().GroupVersionKind()
+		obj, err := object(p.Address, typed, gvk.GroupVersion().String(), gvk.Kind)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, obj)
+	}
+	return out, nil
 }

@@ -57,7 +57,19 @@ var Platform = Resource{
 					oneOf(str("effect", "`NoSchedule`, `PreferNoSchedule` or `NoExecute`; empty matches all."), "NoSchedule", "PreferNoSchedule", "NoExecute"),
 				},
 			}},
-		}},
+		}, runnerBlock},
+	},
+}
+
+// runnerBlock binds a GitOps runner's ServiceAccount to the least-privilege
+// role (render.RunnerRules).
+var runnerBlock = Block{
+	Name: "runner", Nesting: NestingSingle,
+	Description: "Let a GitOps runner apply gpuslice stacks: binds its ServiceAccount to the ClusterRole `" + contract.RunnerRole + "` (what gpuslice creates and reads, nothing more) and, in its namespace, to the Role `" + contract.RunnerStateRole + "` (OpenTofu's `kubernetes` backend: the state Secret and its lock Lease). " +
+		"Default: Flux tofu-controller's `flux-system/tf-runner`. The namespace must exist. See the guide \"Runner pods: tofu-controller, Atlantis, CI\".",
+	Attributes: []Attribute{
+		strDefault("namespace", "flux-system", "The runner's namespace, where OpenTofu keeps its state."),
+		strDefault("service_account", "tf-runner", "The runner pods' ServiceAccount."),
 	},
 }
 

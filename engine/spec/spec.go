@@ -42,6 +42,15 @@ type Platform struct {
 	ForceDestroy   bool     `json:"force_destroy"`
 	// NodePlugin, when set, installs the node plugin's DaemonSet.
 	NodePlugin *NodePlugin `json:"node_plugin"`
+	// Runner, when set, binds a GitOps runner's ServiceAccount to the
+	// runner roles.
+	Runner *Runner `json:"runner"`
+}
+
+// Runner is the platform's runner block.
+type Runner struct {
+	Namespace      string `json:"namespace"`
+	ServiceAccount string `json:"service_account"`
 }
 
 // NodePlugin is the platform's node_plugin block.
