@@ -62,9 +62,17 @@ func TestTofuControllerRunner(t *testing.T) {
 		}
 	}
 	checkState(t, env)
+	job, err := env.Cluster.Client().BatchV1().Jobs("team-a").Get(context.Background(), "slow", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the job the deleted runner created: %v", err)
+	}
 
 	logs = mustRun(t, env, runnerPod(env, "apply-3", "stack-v2", tofuInit, apply))
-	t.Logf("the run after the deleted one:\n%s", logs[strings.Index(logs, "Plan:"):])
+	t.Logf("the run after the deleted one:\n%s", logs[strings.Index(logs, "apply-1"):])
+	again, err := env.Cluster.Client().BatchV1().Jobs("team-a").Get(context.Background(), "slow", metav1.GetOptions{})
+	if err != nil || again.UID != job.UID {
+		t.Errorf("the job the interrupted run created was replaced (or is gone: %v): the interruption is not the workload's failure", err)
+	}
 	mustRun(t, env, runnerPod(env, "plan-2", "stack-v2", tofuInit, planned))
 	if objs := managed(t, env); len(objs) == 0 {
 		t.Fatal("no object labelled as gpuslice's after apply: the leftover check below could not see any")
