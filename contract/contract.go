@@ -207,3 +207,13 @@ func HealthClearedGPU(key string) (string, bool) {
 	uuid, ok := strings.CutPrefix(key, HealthClearedPrefix)
 	return uuid, ok && uuid != ""
 }
+
+// What a GitOps runner (tofu-controller's tf-runner, Atlantis, a CI job,
+// the in-cluster reconcile) is granted to apply gpuslice stacks: the
+// ClusterRole of what gpuslice creates and reads, and the Role, in the
+// runner's own namespace, of OpenTofu's kubernetes backend (its state
+// Secret and lock Lease).
+const (
+	RunnerRole      = "gpuslice-runner"
+	RunnerStateRole = "gpuslice-runner-state"
+)

@@ -47,8 +47,8 @@ func TestReconcileDeployment(t *testing.T) {
 		case *appsv1.Deployment:
 			d = v
 		case *rbacv1.ClusterRoleBinding:
-			if v.RoleRef.Name != contract.RunnerClusterRole {
-				t.Errorf("ClusterRoleBinding %s binds %s, want the runner's role %s", v.Name, v.RoleRef.Name, contract.RunnerClusterRole)
+			if v.RoleRef.Name != contract.RunnerRole {
+				t.Errorf("ClusterRoleBinding %s binds %s, want the runner's role %s", v.Name, v.RoleRef.Name, contract.RunnerRole)
 			}
 		}
 	}

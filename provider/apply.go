@@ -5,6 +5,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
@@ -104,6 +105,23 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 	if wait := engine.Changed(spec.StackOf(target), p); len(wait) > 0 {
 		waited, waitErr = e.Wait(ctx, wait, nil)
 	}
+	r.record(ctx, e, planned, target, waited, waitErr, state, identity, diags)
+}
+
+// record writes the applied target's state and says how its wait ended.
+func (r *gpusliceResource) record(ctx context.Context, e *engine.Engine, planned cty.Value, target spec.Resource, waited map[string]status.Status, waitErr error,
+	state *tfsdk.State, identity *tfsdk.ResourceIdentity, diags *diag.Diagnostics) {
+	// OpenTofu stopped (SIGTERM to a runner pod, Ctrl-C) while apply
+	// waited: the objects are applied, and are recorded with their status,
+	// read in a short context of its own. Not an error of the resource:
+	// one would mark a created workload tainted, and the next run would
+	// replace it (rerun a job) for nothing but the interruption.
+	interrupted := waitErr != nil && errors.Is(ctx.Err(), context.Canceled)
+	if interrupted {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		defer cancel()
+	}
 	out, err := tfvalue.FromCty(r.stateValue(ctx, e, planned, target, waited[target.Addr()].RanOn(), diags), state.Raw.Type())
 	if err != nil {
 		diags.AddError("Cannot record the state", err.Error())
@@ -111,10 +129,18 @@ func (r *gpusliceResource) applyPlan(ctx context.Context, raw tftypes.Value, tim
 	}
 	state.Raw = out
 	r.setIdentity(ctx, identity, target.ID(), diags)
-	if waitErr != nil {
+	switch {
+	case interrupted:
+		diags.AddWarning("Apply interrupted", "OpenTofu stopped while waiting for "+target.Addr()+": its objects are applied and recorded, not yet ready. "+
+			"`gpuslice status` shows how it is doing; the next apply waits again only if it changes.")
+	case waitErr != nil:
 		diags.AddError("Workload not ready", waitErr.Error()+"\n\nThe objects are applied; fix the cause (or set wait_for) and apply again.")
 	}
 }
+
+// recordTimeout bounds reading a workload's status for the state after
+// OpenTofu was stopped.
+const recordTimeout = 10 * time.Second
 
 // stateValue is the state to record: value's arguments with the computed
 // attributes of the applied target, those known at plan and the status the

@@ -40,6 +40,9 @@ func (r renderer) platform(p *spec.Platform) ([]objects.Object, error) {
 	if p.ForceDestroy {
 		data["forceDestroy"] = "true"
 	}
+	if p.Runner != nil {
+		data["runner"] = p.Runner.Namespace + "/" + p.Runner.ServiceAccount
+	}
 	// only when set: a platform that leaves them to the node plugin keeps
 	// the ConfigMap it had before they existed
 	for key, on := range map[string]*bool{"anySize": p.AnySize, "timeSlicing": p.TimeSlicing} {
@@ -52,6 +55,13 @@ func (r renderer) platform(p *spec.Platform) ([]objects.Object, error) {
 		return nil, err
 	}
 	out := []objects.Object{ns, cm, role}
+	if p.Runner != nil || p.Reconcile != nil {
+		runner, err := r.runnerRBAC(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, runner...)
+	}
 	if p.NodePlugin != nil || p.Reconcile != nil {
 		plugin, err := r.chart(p)
 		if err != nil {
@@ -84,6 +94,13 @@ func PlatformOf(cm *corev1.ConfigMap) (*spec.Platform, error) {
 			}
 			*to = &b
 		}
+	}
+	if runner, ok := cm.Data["runner"]; ok {
+		ns, sa, found := strings.Cut(runner, "/")
+		if !found {
+			return nil, fmt.Errorf("platform settings ConfigMap %s/%s: runner is %q, not namespace/serviceaccount; fix or delete the ConfigMap and apply the gpuslice_platform again", cm.Namespace, cm.Name, runner)
+		}
+		p.Runner = &spec.Runner{Namespace: ns, ServiceAccount: sa}
 	}
 	// Absent in the ConfigMap of a gpuslice before scheduler_users: left
 	// out, so the plan shows the policies it changes.

@@ -16,7 +16,8 @@ import (
 // settings it was rendered from.
 func TestPlatformOfRoundTrip(t *testing.T) {
 	want := &spec.Platform{Meta: spec.Meta{Address: "gpuslice_platform.p"}, Namespace: "gs", TenantLabel: "example.com/tenant", Fractions: []int{10, 25, 50, 100},
-		SchedulerUsers: []string{"system:kube-scheduler", "system:serviceaccount:kube-system:second-scheduler"}}
+		SchedulerUsers: []string{"system:kube-scheduler", "system:serviceaccount:kube-system:second-scheduler"},
+		Runner:         &spec.Runner{Namespace: "flux-system", ServiceAccount: "tf-runner"}}
 	objs, err := render.Stack(&spec.Stack{Name: "s", Platform: want})
 	if err != nil {
 		t.Fatal(err)

@@ -61,7 +61,7 @@ var Platform = Resource{
 			Name: "reconcile", Nesting: NestingSingle,
 			Description: "Run `gpuslice reconcile` in the cluster: a Deployment (from the chart in `deploy/`) that clones `git_url` itself and applies the stack in `path` of `ref` every `interval`, reverting out-of-band edits, " +
 				"and reports each round in the ConfigMap `gpuslice-reconcile-<stack>` of `gpuslice-system`, Events on it and `gpuslice_reconcile_*` metrics (see the guide Reconciling from Git). " +
-				"It runs as uid 65532 with a read-only root; its ServiceAccount is bound to the ClusterRole `" + contract.RunnerClusterRole + "` (what an apply writes; not created by this block) and to a Role for its status.",
+				"It runs as uid 65532 with a read-only root; its ServiceAccount is bound to the ClusterRole `" + contract.RunnerRole + "` (what an apply writes, the runner block's role, rendered by this block too) and to a Role for its status.",
 			Attributes: []Attribute{
 				required(str("git_url", "The Git repository, `https://` or `http://`, without credentials (private repositories are not supported yet).")),
 				strDefault("ref", "main", "The branch (followed), tag or commit to apply."),
@@ -70,7 +70,19 @@ var Platform = Resource{
 				strDefault("interval", "30s", "Time between rounds (Go duration, at least 1s)."),
 				required(str("image", "The reconciler's image, pinned by tag and digest, e.g. `registry.example.com/gpuslice/gpuslice-reconcile:0.1.0@sha256:…` (`make image-push-reconcile` prints it).")),
 			},
-		}},
+		}, runnerBlock},
+	},
+}
+
+// runnerBlock binds a GitOps runner's ServiceAccount to the least-privilege
+// role (render.RunnerRules).
+var runnerBlock = Block{
+	Name: "runner", Nesting: NestingSingle,
+	Description: "Let a GitOps runner apply gpuslice stacks: binds its ServiceAccount to the ClusterRole `" + contract.RunnerRole + "` (what gpuslice creates and reads, nothing more) and, in its namespace, to the Role `" + contract.RunnerStateRole + "` (OpenTofu's `kubernetes` backend: the state Secret and its lock Lease). " +
+		"Default: Flux tofu-controller's `flux-system/tf-runner`. The namespace must exist. See the guide \"Runner pods: tofu-controller, Atlantis, CI\".",
+	Attributes: []Attribute{
+		strDefault("namespace", "flux-system", "The runner's namespace, where OpenTofu keeps its state."),
+		strDefault("service_account", "tf-runner", "The runner pods' ServiceAccount."),
 	},
 }
 

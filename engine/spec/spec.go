@@ -44,6 +44,15 @@ type Platform struct {
 	NodePlugin *NodePlugin `json:"node_plugin"`
 	// Reconcile, when set, runs gpuslice reconcile as a Deployment.
 	Reconcile *Reconcile `json:"reconcile"`
+	// Runner, when set, binds a GitOps runner's ServiceAccount to the
+	// runner roles.
+	Runner *Runner `json:"runner"`
+}
+
+// Runner is the platform's runner block.
+type Runner struct {
+	Namespace      string `json:"namespace"`
+	ServiceAccount string `json:"service_account"`
 }
 
 // Reconcile is the platform's reconcile block.

@@ -42,6 +42,13 @@ func (v *validator) platform(p *Platform) {
 	if rc := p.Reconcile; rc != nil {
 		v.reconcile(p.Address, rc)
 	}
+	if r := p.Runner; r != nil {
+		for attr, value := range map[string]string{"runner.namespace": r.Namespace, "runner.service_account": r.ServiceAccount} {
+			if errs := validation.IsDNS1123Subdomain(value); len(errs) > 0 || (attr == "runner.namespace" && len(validation.IsDNS1123Label(value)) > 0) {
+				v.errorf(p.Address, attr, "Invalid name", "%q is not a Kubernetes name (lower-case letters, digits and '-'): name the runner's existing namespace and ServiceAccount, e.g. flux-system and tf-runner", value)
+			}
+		}
+	}
 }
 
 // schedulerUsers checks the names the admission policies compare

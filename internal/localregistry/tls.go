@@ -18,7 +18,7 @@ import (
 )
 
 // StartTLS serves an empty registry over HTTPS on a free loopback port,
-// with a fresh self-signed certificate for 127.0.0.1 (CertPEM): for
+// with a fresh self-signed certificate for 127.0.0.1 and Host (CertPEM): for
 // clients that reach registries over HTTPS only, as OpenTofu's oci_mirror
 // does (it trusts CertPEM through SSL_CERT_FILE).
 func StartTLS() (*Registry, error) {
@@ -42,7 +42,7 @@ func StartTLS() (*Registry, error) {
 	return r, nil
 }
 
-// selfSigned makes a certificate for 127.0.0.1 valid for a day, which is
+// selfSigned makes a certificate for 127.0.0.1 and Host valid for a day, which is
 // its own CA.
 func selfSigned() (tls.Certificate, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -56,6 +56,7 @@ func selfSigned() (tls.Certificate, []byte, error) {
 		NotBefore:             now.Add(-time.Minute),
 		NotAfter:              now.Add(24 * time.Hour),
 		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:              []string{Host}, // pods reach it by name, through their node
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,

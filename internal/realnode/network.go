@@ -83,6 +83,10 @@ func writeCNIConfig(confDir, ipamDir string, slot int) error {
 					"type":    "host-local",
 					"dataDir": ipamDir,
 					"ranges":  [][]map[string]string{{{"subnet": podSubnet(slot), "gateway": nodeIP(slot)}}},
+					// A default route through the node: pods reach the API
+					// server's Service address (forward.go), as in-cluster
+					// clients do, and nothing beyond the node.
+					"routes": []map[string]string{{"dst": "0.0.0.0/0"}},
 				},
 			},
 			map[string]any{"type": "loopback"},

@@ -96,6 +96,7 @@ type Node struct {
 	containerd *proc.Process
 	kubelet    *proc.Process
 	plugin     *proc.Process
+	forwards   []*forwarder
 	// stopping, busy (restarts under way) and pluginKilled tell Failed
 	// which exits were asked for.
 	stopping     bool
@@ -220,6 +221,9 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	if err := writeCNIConfig(l.cniConf(), l.cniIPAM(), n.rec.Slot); err != nil {
+		return err
+	}
+	if err := n.serveAPIService(ctx); err != nil {
 		return err
 	}
 	if err := n.startContainerd(ctx); err != nil {

@@ -33,6 +33,9 @@ func (n *Node) Stop() error {
 				p.Stop(10 * time.Second)
 			}
 		}
+		if err := n.stopForwards(); err != nil {
+			errs = append(errs, err)
+		}
 		if err := cleanUp(n.rec); err != nil {
 			errs = append(errs, err)
 		}

@@ -97,6 +97,11 @@ type Kind struct {
 const (
 	LevelNamespace = iota
 	LevelCluster   // device classes, platform settings
+	// LevelBinding: what binds a policy or a role comes after it. The API
+	// server checks a binding against what it binds (a policy's paramKind,
+	// a role's rules) for anyone but a cluster admin, such as a runner
+	// with the least-privilege role, and refuses one created first.
+	LevelBinding
 	LevelQuota
 	LevelSupport // claim templates, volumes, services
 	LevelWorkload
@@ -110,11 +115,12 @@ var kinds = []Kind{
 	// Policies and their bindings come before quotas and everything tenants
 	// run, so nothing is ever created in a tenant namespace unchecked.
 	{GVR: schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}, Kind: "ValidatingAdmissionPolicy", Level: LevelCluster},
-	{GVR: schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}, Kind: "ValidatingAdmissionPolicyBinding", Level: LevelCluster},
+	{GVR: schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}, Kind: "ValidatingAdmissionPolicyBinding", Level: LevelBinding},
 	{GVR: schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}, Kind: "ClusterRole", Level: LevelCluster},
+	{GVR: schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}, Kind: "Role", Namespaced: true, Level: LevelCluster},
 	// The node plugin: its identity and rights before its DaemonSet.
 	{GVR: schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}, Kind: "ServiceAccount", Namespaced: true, Level: LevelCluster},
-	{GVR: schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}, Kind: "ClusterRoleBinding", Level: LevelCluster,
+	{GVR: schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}, Kind: "ClusterRoleBinding", Level: LevelBinding,
 		Immutable: [][]string{{"roleRef"}}},
 	{GVR: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}, Kind: "DaemonSet", Namespaced: true, Level: LevelQuota,
 		Immutable: [][]string{{"spec", "selector"}}},

@@ -4,6 +4,7 @@
 package connection
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -169,7 +170,7 @@ func (m Model) RestConfig() (cfg *rest.Config, skipped string, err error) {
 		return nil, fmt.Sprintf("the provider's %s is known only after apply", strings.Join(unknown, ", ")), nil
 	}
 	if len(paths) == 0 && host == "" {
-		return nil, "the provider has no cluster connection configured", nil
+		return inCluster()
 	}
 	for i, p := range paths {
 		paths[i] = expandHome(p)
@@ -224,4 +225,18 @@ func describe(paths []string, host string) string {
 		return "kubeconfig " + strings.Join(paths, ", ")
 	}
 	return "host " + host
+}
+
+// inCluster is the connection of a provider given none: in a pod (a GitOps
+// runner's), its ServiceAccount's token and the API server's Service, as
+// client-go finds them, with nothing to configure and no file to write.
+func inCluster() (*rest.Config, string, error) {
+	cfg, err := rest.InClusterConfig()
+	if errors.Is(err, rest.ErrNotInCluster) {
+		return nil, "the provider has no cluster connection configured", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("in-cluster connection (no config_path, host or KUBE_* given, in a pod): %w; mount the ServiceAccount token (automountServiceAccountToken) or configure the provider", err)
+	}
+	return cfg, "", nil
 }

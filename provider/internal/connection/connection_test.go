@@ -3,6 +3,7 @@ package connection
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -11,7 +12,7 @@ import (
 
 func clearKubeEnv(t *testing.T) {
 	for _, k := range []string{"KUBE_CONFIG_PATH", "KUBE_CONFIG_PATHS", "KUBE_CTX", "KUBE_CTX_AUTH_INFO", "KUBE_CTX_CLUSTER", "KUBE_HOST",
-		"KUBE_TOKEN", "KUBE_CLUSTER_CA_CERT_DATA", "KUBE_CLIENT_CERT_DATA", "KUBE_CLIENT_KEY_DATA", "KUBE_INSECURE", "KUBECONFIG"} {
+		"KUBE_TOKEN", "KUBE_CLUSTER_CA_CERT_DATA", "KUBE_CLIENT_CERT_DATA", "KUBE_CLIENT_KEY_DATA", "KUBE_INSECURE", "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"} {
 		t.Setenv(k, "")
 	}
 }
@@ -128,5 +129,24 @@ func TestConnectionBadPath(t *testing.T) {
 	m.ConfigPath = types.StringValue(filepath.Join(t.TempDir(), "missing"))
 	if _, _, err := m.RestConfig(); err == nil {
 		t.Fatal("a missing kubeconfig must be an error")
+	}
+}
+
+// Given nothing, the provider uses its pod's ServiceAccount; outside a pod
+// it says nothing is configured, and in a pod without a token it says so.
+func TestInCluster(t *testing.T) {
+	clearKubeEnv(t)
+	cfg, skipped, err := nullModel().RestConfig()
+	if cfg != nil || err != nil || skipped != "the provider has no cluster connection configured" {
+		t.Fatalf("outside a pod: %v, %q, %v; want skipped, no error", cfg, skipped, err)
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "443")
+	if _, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/token"); err == nil {
+		t.Skip("this test runs in a pod: its token would be used")
+	}
+	cfg, skipped, err = nullModel().RestConfig()
+	if cfg != nil || skipped != "" || err == nil || !strings.Contains(err.Error(), "automountServiceAccountToken") {
+		t.Fatalf("in a pod without a token: %v, %q, %v; want an error naming automountServiceAccountToken", cfg, skipped, err)
 	}
 }

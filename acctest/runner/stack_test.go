@@ -1,0 +1,119 @@
+package runner
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/gpuslice/gpuslice/internal/localregistry"
+)
+
+// guide is the page whose snippets the test runs.
+const guide = "../../templates/guides/tofu-controller.md"
+
+// snippet returns the fenced block that follows `<!-- runner-test: name -->`
+// in the guide, so the guide and what the test runs cannot drift apart.
+func snippet(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(guide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "<!-- runner-test: "+name+" -->\n")
+	if !ok {
+		t.Fatalf("%s has no snippet marked <!-- runner-test: %s -->", guide, name)
+	}
+	_, rest, ok = strings.Cut(rest, "\n") // the opening fence
+	body, _, closed := strings.Cut(rest, "```")
+	if !ok || !closed {
+		t.Fatalf("%s: the snippet %s is not a fenced block", guide, name)
+	}
+	return body
+}
+
+// cliConfig is the guide's CLI configuration with this cluster's registry
+// in place of the example's.
+func cliConfig(t *testing.T) string {
+	return strings.ReplaceAll(snippet(t, "cli-config"), "registry.example.com", localregistry.Host)
+}
+
+// quickstart is examples/quickstart without what needs the host (the node
+// plugin's image, Ollama's): the platform (binding the runner, as the guide
+// says), the three V100 packages, team-a's quota and a workload on an 8 GiB
+// slice, in the guide's backend.
+func quickstart(t *testing.T, more string) string {
+	return snippet(t, "backend") + `
+terraform {
+  required_providers {
+    gpuslice = { source = "registry.terraform.io/gpuslice/gpuslice" }
+  }
+}
+
+provider "gpuslice" {}
+
+` + snippet(t, "platform") + `
+
+resource "gpuslice_package" "v100_8gi" {
+  name      = "v100-8gi"
+  gpu_model = "Tesla V100-PCIE-32GB"
+  fraction  = 25
+}
+
+resource "gpuslice_package" "v100_16gi" {
+  name      = "v100-16gi"
+  gpu_model = "Tesla V100-PCIE-32GB"
+  fraction  = 50
+}
+
+resource "gpuslice_package" "v100_32gi" {
+  name      = "v100-32gi"
+  gpu_model = "Tesla V100-PCIE-32GB"
+  fraction  = 100
+}
+
+resource "gpuslice_quota" "team_a" {
+  namespace = "team-a"
+  slices = {
+    (gpuslice_package.v100_8gi.name)  = 2
+    (gpuslice_package.v100_16gi.name) = 1
+  }
+  cpu_requests    = "8"
+  memory_requests = "16Gi"
+  cpu_limits      = "16"
+  memory_limits   = "32Gi"
+}
+
+resource "gpuslice_workload" "llm" {
+  namespace = gpuslice_quota.team_a.namespace
+  name      = "llm"
+  package   = gpuslice_package.v100_8gi.name
+  container {
+    image          = "registry.gpuslice.test/slice-check:1"
+    command        = ["slice-check", "--sleep"]
+    cpu_request    = "100m"
+    memory_request = "64Mi"
+    cpu_limit      = "1"
+    memory_limit   = "128Mi"
+  }
+}
+` + more
+}
+
+// slowJob is a job that computes for a while on the second 8 GiB slice:
+// apply waits for it to complete, which is when a runner is stopped.
+const slowJob = `
+resource "gpuslice_workload" "slow" {
+  namespace = gpuslice_quota.team_a.namespace
+  name      = "slow"
+  package   = gpuslice_package.v100_8gi.name
+  kind      = "job"
+  container {
+    image          = "registry.gpuslice.test/slice-check:1"
+    command        = ["sh", "-c", "i=0; while [ $i -lt 4000000 ]; do i=$((i+1)); done"]
+    cpu_request    = "100m"
+    memory_request = "64Mi"
+    cpu_limit      = "1"
+    memory_limit   = "128Mi"
+  }
+}
+`
