@@ -31,7 +31,8 @@ func fullPlatform() *spec.Platform {
 			Env: map[string]string{"HTTPS_PROXY": "http://proxy:3128"}, Tolerations: []spec.Toleration{{Key: "dedicated", Operator: "Equal", Value: "gpu", Effect: "NoExecute"}},
 			HealthRecovery: "90s", HealthEvictAfter: "10m",
 		}, Reconcile: &spec.Reconcile{GitURL: "https://git.test/platform/stacks.git", Ref: "v1.2", Path: "stacks/prod", Stack: "prod", Interval: "45s",
-			Image: "registry.test/gpuslice/gpuslice-reconcile:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5"}}
+			Image: "registry.test/gpuslice/gpuslice-reconcile:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5"},
+		Runner: &spec.Runner{Namespace: "gitops", ServiceAccount: "runner"}}
 }
 
 // The package fixtures are one of each kind, which together set every
@@ -133,7 +134,7 @@ func TestReadBackEveryField(t *testing.T) {
 
 	gotPlatform, err := readback.Platform(ctx, c, platform.Namespace, platform)
 	check(t, err, gotPlatform, &spec.Platform{Namespace: platform.Namespace, TenantLabel: platform.TenantLabel, Fractions: platform.Fractions, AdmissionPolicies: true,
-		SchedulerUsers: platform.SchedulerUsers, AnySize: platform.AnySize, TimeSlicing: platform.TimeSlicing, ForceDestroy: true, NodePlugin: platform.NodePlugin, Reconcile: platform.Reconcile})
+		SchedulerUsers: platform.SchedulerUsers, AnySize: platform.AnySize, TimeSlicing: platform.TimeSlicing, ForceDestroy: true, NodePlugin: platform.NodePlugin, Reconcile: platform.Reconcile, Runner: platform.Runner})
 
 	// what a configuration holds: a fraction's, a time-sliced and a MIG
 	// package's memory and compute share are inferred again
