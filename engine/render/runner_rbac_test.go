@@ -79,3 +79,28 @@ func TestPlatformBindsTheRunner(t *testing.T) {
 		}
 	}
 }
+
+// A reconcile block alone renders the runner's ClusterRole its reconciler
+// is bound to (and no runner bindings): without it the in-cluster
+// reconciler would have no rights.
+func TestReconcileGetsTheRunnerRole(t *testing.T) {
+	p := &spec.Platform{Meta: spec.Meta{Address: "gpuslice_platform.p"}, Namespace: "gs", TenantLabel: "t", Fractions: []int{100},
+		Reconcile: &spec.Reconcile{GitURL: "https://git.test/stacks.git", Ref: "main", Path: ".", Stack: "prod", Interval: "30s",
+			Image: "registry.test/gpuslice/gpuslice-reconcile:0.1.0@sha256:97a88d6cda99e366bcd4442259f59f3f7096acf1ba777022b1049c49bd30a2a5"}}
+	objs, err := Stack(&spec.Stack{Name: "s", Platform: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role bool
+	for _, o := range objs {
+		switch {
+		case o.Obj.GetKind() == "ClusterRole" && o.Obj.GetName() == contract.RunnerRole:
+			role = true
+		case strings.HasPrefix(o.Obj.GetName(), contract.RunnerRole+"-") || strings.HasPrefix(o.Obj.GetName(), contract.RunnerStateRole):
+			t.Errorf("a reconcile block without a runner block renders %s %s", o.Obj.GetKind(), o.Obj.GetName())
+		}
+	}
+	if !role {
+		t.Errorf("no ClusterRole %s for the reconciler to be bound to", contract.RunnerRole)
+	}
+}
