@@ -99,8 +99,10 @@ resource "gpuslice_workload" "llm" {
 ` + more
 }
 
-// slowJob is a job that computes for a while on the second 8 GiB slice:
-// apply waits for it to complete, which is when a runner is stopped.
+// slowJob is a job that runs until it is stopped, on the second 8 GiB
+// slice: apply waits for it to complete, which is when a runner is stopped.
+// It exits on SIGTERM (slice-check does), so the destroy at the end takes
+// no grace period, and it burns no CPU the rest of the node needs.
 const slowJob = `
 resource "gpuslice_workload" "slow" {
   namespace = gpuslice_quota.team_a.namespace
@@ -109,7 +111,7 @@ resource "gpuslice_workload" "slow" {
   kind      = "job"
   container {
     image          = "registry.gpuslice.test/slice-check:1"
-    command        = ["sh", "-c", "i=0; while [ $i -lt 4000000 ]; do i=$((i+1)); done"]
+    command        = ["slice-check", "--sleep"]
     cpu_request    = "100m"
     memory_request = "64Mi"
     cpu_limit      = "1"
