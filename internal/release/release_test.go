@@ -137,3 +137,16 @@ func TestEncryptedKeyNeedsItsPassphrase(t *testing.T) {
 		t.Errorf("no key: got %v, want an error naming %s", err, KeyEnv)
 	}
 }
+
+// A SOURCE_DATE_EPOCH that is not a Unix time is refused, naming it.
+func TestSourceDateEpochChecked(t *testing.T) {
+	key, err := testKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(KeyEnv, armorPrivate(t, key))
+	t.Setenv(SourceDateEpochEnv, "yesterday")
+	if _, err := SignerFromEnv(); err == nil || !strings.Contains(err.Error(), SourceDateEpochEnv+` is "yesterday"`) {
+		t.Errorf("SignerFromEnv with a bad %s: %v", SourceDateEpochEnv, err)
+	}
+}

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
 )
 
 // The signing key comes from the environment, never from a file in the
@@ -18,10 +21,22 @@ const (
 	PassphraseEnv = "GPUSLICE_RELEASE_GPG_PASSPHRASE"
 )
 
-// Signer makes the detached signatures of a release's sums files.
-type Signer struct{ entity *openpgp.Entity }
+// SourceDateEpochEnv is the reproducible-builds convention for the time a
+// build claims: when set, it is the signatures' creation time and they
+// carry no random salt, so a release signed twice with an RSA or EdDSA key
+// (deterministic signature schemes; not ECDSA) is the same bytes,
+// signatures included.
+const SourceDateEpochEnv = "SOURCE_DATE_EPOCH"
 
-// SignerFromEnv reads the key from KeyEnv and PassphraseEnv.
+// Signer makes the detached signatures of a release's sums files.
+type Signer struct {
+	entity *openpgp.Entity
+	// At is the signatures' creation time; zero signs with the time now.
+	At time.Time
+}
+
+// SignerFromEnv reads the key from KeyEnv and PassphraseEnv, and the
+// signing time from SourceDateEpochEnv when it is set.
 func SignerFromEnv() (*Signer, error) {
 	key := os.Getenv(KeyEnv)
 	if key == "" {
@@ -30,6 +45,13 @@ func SignerFromEnv() (*Signer, error) {
 	s, err := NewSigner(key, []byte(os.Getenv(PassphraseEnv)))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", KeyEnv, err)
+	}
+	if epoch := os.Getenv(SourceDateEpochEnv); epoch != "" {
+		sec, err := strconv.ParseInt(epoch, 10, 64)
+		if err != nil || sec <= 0 {
+			return nil, fmt.Errorf("%s is %q: set it to a Unix time in seconds (e.g. git log -1 --format=%%ct), or unset it to sign with the time now", SourceDateEpochEnv, epoch)
+		}
+		s.At = time.Unix(sec, 0).UTC()
 	}
 	return s, nil
 }
@@ -83,8 +105,16 @@ func (s *Signer) signFile(path string) error {
 	if err != nil {
 		return err
 	}
+	var config *packet.Config
+	if !s.At.IsZero() {
+		// Reproducible: the set time, and no random salt notation (which
+		// go-crypto adds by default and GnuPG never does), so an RSA or
+		// EdDSA key signs the same sums the same way twice.
+		at, deterministic := s.At, false
+		config = &packet.Config{Time: func() time.Time { return at }, NonDeterministicSignaturesViaNotation: &deterministic}
+	}
 	var sig bytes.Buffer
-	if err := openpgp.DetachSign(&sig, s.entity, bytes.NewReader(data), nil); err != nil {
+	if err := openpgp.DetachSign(&sig, s.entity, bytes.NewReader(data), config); err != nil {
 		return fmt.Errorf("sign %s with key %s: %w", path, s.KeyID(), err)
 	}
 	return os.WriteFile(SignatureOf(path), sig.Bytes(), 0o644)
