@@ -32,6 +32,16 @@ func (f *clusterFlags) client() (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
+// target parses a NODE[/GPU] argument and connects to the cluster.
+func (f *clusterFlags) target(arg string) (maintenance.Target, kubernetes.Interface, error) {
+	t, err := maintenance.ParseTarget(arg)
+	if err != nil {
+		return maintenance.Target{}, nil, err
+	}
+	cs, err := f.client()
+	return t, cs, err
+}
+
 func newGPUCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "gpu", Short: "List GPUs, drain or undrain them for maintenance (DeviceTaintRules), clear a health taint"}
 	cmd.AddCommand(newDrainCommand(), newUndrainCommand(), newGPUListCommand(), newClearCommand())
@@ -46,11 +56,7 @@ func newDrainCommand() *cobra.Command {
 		Short: "Taint every device of a node's GPUs, or of one GPU (index or UUID): no new slice lands there; -evict also evicts the pods using them",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := maintenance.ParseTarget(args[0])
-			if err != nil {
-				return err
-			}
-			cs, err := f.client()
+			t, cs, err := f.target(args[0])
 			if err != nil {
 				return err
 			}
@@ -82,11 +88,7 @@ func newUndrainCommand() *cobra.Command {
 		Short: "Delete the DeviceTaintRules a drain made: of a node (all of its drains) or of one GPU",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := maintenance.ParseTarget(args[0])
-			if err != nil {
-				return err
-			}
-			cs, err := f.client()
+			t, cs, err := f.target(args[0])
 			if err != nil {
 				return err
 			}
@@ -153,11 +155,7 @@ func newClearCommand() *cobra.Command {
 			" taint goes (an annotation on the Node the plugin reads; a fault after the clear taints it again)",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := maintenance.ParseTarget(args[0])
-			if err != nil {
-				return err
-			}
-			cs, err := f.client()
+			t, cs, err := f.target(args[0])
 			if err != nil {
 				return err
 			}
