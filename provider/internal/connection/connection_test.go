@@ -142,10 +142,14 @@ func TestInCluster(t *testing.T) {
 	}
 	t.Setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
 	t.Setenv("KUBERNETES_SERVICE_PORT", "443")
-	if _, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/token"); err == nil {
-		t.Skip("this test runs in a pod: its token would be used")
-	}
 	cfg, skipped, err = nullModel().RestConfig()
+	if _, statErr := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/token"); statErr == nil {
+		// this test runs in a pod: its token is used
+		if cfg == nil || skipped != "" || err != nil || cfg.Host != "https://10.96.0.1:443" {
+			t.Fatalf("in a pod with a token: %v, %q, %v; want the in-cluster config", cfg, skipped, err)
+		}
+		return
+	}
 	if cfg != nil || skipped != "" || err == nil || !strings.Contains(err.Error(), "automountServiceAccountToken") {
 		t.Fatalf("in a pod without a token: %v, %q, %v; want an error naming automountServiceAccountToken", cfg, skipped, err)
 	}
