@@ -173,6 +173,19 @@ func (v *View) Live(ctx context.Context, ref objects.Ref) (*unstructured.Unstruc
 	if kind.Release {
 		return nil, nil
 	}
+	if res.Namespaced {
+		// Nothing can be in the way in a namespace that does not exist:
+		// a stack that creates its namespaces asks nothing per object
+		// (thousands of requests, throttled, at a first apply). Without
+		// the right to read namespaces, every object is asked for.
+		ns, err := v.Get(ctx, NamespaceNamed(ref.Namespace), "", ref.Namespace)
+		switch {
+		case err != nil && !apierrors.IsForbidden(err):
+			return nil, fmt.Errorf("read %s: namespace: %w", ref, err)
+		case err == nil && ns == nil:
+			return nil, nil
+		}
+	}
 	u, err := v.Fetch(ctx, res, ref.Namespace, ref.Name)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", ref, err)

@@ -3,6 +3,7 @@ package view_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -287,7 +288,7 @@ func TestLiveFetchesOnlyWhatTheViewCannotHold(t *testing.T) {
 	ctx := context.Background()
 	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: "team-a"}}
 	ours := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ours", Namespace: "team-a", Labels: deployment("", "", 0).Labels}}
-	v, client := viewtest.New(t, theirs, ours)
+	v, client := viewtest.New(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, theirs, ours)
 	ref := func(name string) objects.Ref { return objects.Ref{Kind: "ConfigMap", Namespace: "team-a", Name: name} }
 	for name, want := range map[string]bool{"ours": true, "theirs": true, "missing": false} {
 		u, err := v.Live(ctx, ref(name))
@@ -314,6 +315,43 @@ func TestLiveFetchesOnlyWhatTheViewCannotHold(t *testing.T) {
 	u.SetLabels(nil)
 	if again, _ := v.Live(ctx, ref("ours")); len(again.GetLabels()) == 0 {
 		t.Error("Live returned the cache's own object: changing it changed the view")
+	}
+}
+
+// In a namespace that does not exist nothing is in the way: Live asks
+// the API server nothing, however many objects a first apply plans there;
+// once the namespace exists, an object not in the view is fetched again.
+func TestLiveAsksNothingInANamespaceThatDoesNotExist(t *testing.T) {
+	ctx := context.Background()
+	v, client := viewtest.New(t)
+	gets := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "get" {
+				n++
+			}
+		}
+		return n
+	}
+	for i := range 50 {
+		u, err := v.Live(ctx, objects.Ref{Kind: "ConfigMap", Namespace: "new-team", Name: fmt.Sprint("cm-", i)})
+		if err != nil || u != nil {
+			t.Fatalf("Live in a namespace that does not exist: %v, %v", u, err)
+		}
+	}
+	if n := gets(); n != 0 {
+		t.Errorf("%d GETs for objects in a namespace that does not exist, want 0", n)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "new-team"}}
+	if err := client.Tracker().Add(viewtest.Unstructured(t, ns)); err != nil {
+		t.Fatal(err)
+	}
+	v.Reset()
+	if _, err := v.Live(ctx, objects.Ref{Kind: "ConfigMap", Namespace: "new-team", Name: "cm-0"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := gets(); n != 1 {
+		t.Errorf("%d GETs once the namespace exists, want 1 (the object is not in the view)", n)
 	}
 }
 
