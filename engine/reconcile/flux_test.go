@@ -14,19 +14,11 @@ import (
 	"github.com/gpuslice/gpuslice/engine/hclstack"
 	"github.com/gpuslice/gpuslice/engine/reconcile"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+	"github.com/gpuslice/gpuslice/internal/fluxtest"
 	"github.com/gpuslice/gpuslice/internal/gitserver"
 )
 
 const fluxNS = "flux-system"
-
-// gitRepository is a Flux GitRepository following branch main of url.
-func gitRepository(name, url string) map[string]any {
-	return map[string]any{
-		"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
-		"metadata": map[string]any{"name": name, "namespace": fluxNS},
-		"spec":     map[string]any{"url": url, "interval": "2s", "ref": map[string]any{"branch": "main"}},
-	}
-}
 
 // TestReconcileFollowsFlux runs the loop on the artifacts of a real Flux
 // source-controller's GitRepository, itself following a Git repository
@@ -39,13 +31,13 @@ func TestReconcileFollowsFlux(t *testing.T) {
 	c := clustertest.Shared(t)
 	client := c.Client()
 	const ns, stack, name = "fluxops", "fluxops", "gpu-stacks"
-	f := startFlux(t, c, fluxNS)
+	f := fluxtest.Start(t, c, fluxNS)
 	srv := gitserver.New(t)
 	file := "stacks/fluxops/main.tf"
 	rev1 := srv.Commit("first", map[string]string{file: quickstart(ns, "2Gi")})
-	f.create(t, gitRepositories, gitRepository(name, srv.URL))
-	f.waitSource(t, gitRepositories, fluxNS, name, "the first artifact", func(u *unstructured.Unstructured) bool {
-		return artifactRevision(u) == "main@sha1:"+rev1
+	f.Create(t, fluxtest.GitRepositories, fluxtest.GitRepository(fluxNS, name, srv.URL, "2s"))
+	f.WaitSource(t, fluxtest.GitRepositories, fluxNS, name, "the first artifact", func(u *unstructured.Unstructured) bool {
+		return fluxtest.ArtifactRevision(u) == "main@sha1:"+rev1
 	})
 
 	e, err := engine.New(c.RESTConfig(), "")
@@ -84,7 +76,7 @@ func TestReconcileFollowsFlux(t *testing.T) {
 
 	start := time.Now()
 	rev2 := "main@sha1:" + srv.Commit("more memory", map[string]string{file: quickstart(ns, "3Gi")})
-	f.waitSource(t, gitRepositories, fluxNS, name, "the second commit's artifact", func(u *unstructured.Unstructured) bool { return artifactRevision(u) == rev2 })
+	f.WaitSource(t, fluxtest.GitRepositories, fluxNS, name, "the second commit's artifact", func(u *unstructured.Unstructured) bool { return fluxtest.ArtifactRevision(u) == rev2 })
 	made := time.Now()
 	waitStatus(t, client, invNS, stack, "the second artifact applied", func(d map[string]string) bool {
 		return d[reconcile.KeyLastAppliedRevision] == rev2
@@ -96,8 +88,8 @@ func TestReconcileFollowsFlux(t *testing.T) {
 	assertMetrics(t, reg, stack, rev2, 1, 0)
 
 	// The next artifact is forged on its way: a stack asking for 9Gi.
-	forged := tarGz(t, map[string]string{file: quickstart(ns, "9Gi")})
-	f.forged.Store(&forged)
+	forged := fluxtest.TarGz(t, map[string]string{file: quickstart(ns, "9Gi")})
+	f.Forged.Store(&forged)
 	rev3 := "main@sha1:" + srv.Commit("fix", map[string]string{file: quickstart(ns, "4Gi")})
 	d = waitStatus(t, client, invNS, stack, "the forged artifact refused", func(d map[string]string) bool {
 		return d[reconcile.KeyRevision] == rev3 && d[reconcile.KeyInSync] == "false"
@@ -108,7 +100,7 @@ func TestReconcileFollowsFlux(t *testing.T) {
 	waitEvent(t, client, invNS, statusName, reconcile.ReasonFailed, "digest mismatch")
 	assertMemory(t, client, ns, "3Gi")
 
-	f.forged.Store(nil)
+	f.Forged.Store(nil)
 	waitStatus(t, client, invNS, stack, "the real artifact applied once served", func(d map[string]string) bool {
 		return d[reconcile.KeyLastAppliedRevision] == rev3 && d[reconcile.KeyInSync] == "true" && d[reconcile.KeyLastError] == ""
 	})

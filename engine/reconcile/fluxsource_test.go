@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpuslice/gpuslice/engine/reconcile"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+	"github.com/gpuslice/gpuslice/internal/fluxtest"
 	"github.com/gpuslice/gpuslice/internal/gitserver"
 	"github.com/gpuslice/gpuslice/internal/localregistry"
 )
@@ -27,17 +28,17 @@ import (
 // path is refused naming the object and what to do.
 func TestFluxSourceReadsArtifacts(t *testing.T) {
 	c := clustertest.Shared(t)
-	f := startFlux(t, c, fluxNS)
+	f := fluxtest.Start(t, c, fluxNS)
 	srv := gitserver.New(t)
 	rev1 := "main@sha1:" + srv.Commit("one", map[string]string{"stacks/a/main.tf": "# one\n"})
-	f.create(t, gitRepositories, gitRepository("good", srv.URL))
-	f.create(t, gitRepositories, gitRepository("broken", "http://"+freeAddr(t)+"/absent.git"))
-	f.waitSource(t, gitRepositories, fluxNS, "good", "the first artifact", func(u *unstructured.Unstructured) bool { return artifactRevision(u) == rev1 })
+	f.Create(t, fluxtest.GitRepositories, fluxtest.GitRepository(fluxNS, "good", srv.URL, "2s"))
+	f.Create(t, fluxtest.GitRepositories, fluxtest.GitRepository(fluxNS, "broken", "http://"+fluxtest.FreeAddr(t)+"/absent.git", "2s"))
+	f.WaitSource(t, fluxtest.GitRepositories, fluxNS, "good", "the first artifact", func(u *unstructured.Unstructured) bool { return fluxtest.ArtifactRevision(u) == rev1 })
 	ctx := context.Background()
-	dyn := f.dyn
+	dyn := f.Dyn
 	good := &reconcile.Flux{Client: dyn, Kind: "GitRepository", Namespace: fluxNS, Name: "good", Path: "stacks/a", WorkDir: t.TempDir()}
 
-	before := f.downloads.Load()
+	before := f.Downloads.Load()
 	got, err := good.Fetch(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -50,12 +51,12 @@ func TestFluxSourceReadsArtifacts(t *testing.T) {
 	if err != nil || again != got {
 		t.Errorf("second fetch of the same artifact = %+v, %v; want %+v", again, err, got)
 	}
-	if n := f.downloads.Load() - before; n != 1 {
+	if n := f.Downloads.Load() - before; n != 1 {
 		t.Errorf("two fetches of one artifact downloaded it %d times, want 1", n)
 	}
 
 	rev2 := "main@sha1:" + srv.Commit("two", map[string]string{"stacks/a/main.tf": "# two\n"})
-	f.waitSource(t, gitRepositories, fluxNS, "good", "the second artifact", func(u *unstructured.Unstructured) bool { return artifactRevision(u) == rev2 })
+	f.WaitSource(t, fluxtest.GitRepositories, fluxNS, "good", "the second artifact", func(u *unstructured.Unstructured) bool { return fluxtest.ArtifactRevision(u) == rev2 })
 	next, err := good.Fetch(ctx)
 	if err != nil || next.ID != rev2 || next.Root == got.Root {
 		t.Fatalf("fetch after a commit = %+v, %v; want revision %s in a new directory", next, err, rev2)
@@ -73,7 +74,7 @@ func TestFluxSourceReadsArtifacts(t *testing.T) {
 		assertFile(t, got.Dir, "main.tf", "# from oci\n")
 	}
 
-	f.waitSource(t, gitRepositories, fluxNS, "broken", "the broken source not ready", func(u *unstructured.Unstructured) bool {
+	f.WaitSource(t, fluxtest.GitRepositories, fluxNS, "broken", "the broken source not ready", func(u *unstructured.Unstructured) bool {
 		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 		for _, c := range conds {
 			if m := c.(map[string]any); m["type"] == "Ready" && m["status"] == "False" {
@@ -102,14 +103,14 @@ func TestFluxSourceReadsArtifacts(t *testing.T) {
 // pushStacks pushes an artifact holding stacks/a/main.tf to a registry,
 // as `flux push artifact` does, creates the OCIRepository oci following
 // it, and returns the revision of its artifact once made.
-func pushStacks(t *testing.T, f *flux) string {
+func pushStacks(t *testing.T, f *fluxtest.Flux) string {
 	t.Helper()
 	reg, err := localregistry.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = reg.Stop() })
-	layer := static.NewLayer(tarGz(t, map[string]string{"stacks/a/main.tf": "# from oci\n"}), "application/vnd.cncf.flux.content.v1.tar+gzip")
+	layer := static.NewLayer(fluxtest.TarGz(t, map[string]string{"stacks/a/main.tf": "# from oci\n"}), "application/vnd.cncf.flux.content.v1.tar+gzip")
 	img, err := mutate.AppendLayers(mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), "application/vnd.cncf.flux.config.v1+json"), layer)
 	if err != nil {
 		t.Fatal(err)
@@ -118,12 +119,12 @@ func pushStacks(t *testing.T, f *flux) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.create(t, ociRepositories, map[string]any{
+	f.Create(t, fluxtest.OCIRepositories, map[string]any{
 		"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "OCIRepository",
 		"metadata": map[string]any{"name": "oci", "namespace": fluxNS},
 		"spec":     map[string]any{"url": "oci://" + reg.Addr() + "/stacks", "insecure": true, "interval": "2s", "ref": map[string]any{"tag": "v1"}},
 	})
 	want := "v1@" + digest.String()
-	f.waitSource(t, ociRepositories, fluxNS, "oci", "the OCI artifact", func(u *unstructured.Unstructured) bool { return artifactRevision(u) == want })
+	f.WaitSource(t, fluxtest.OCIRepositories, fluxNS, "oci", "the OCI artifact", func(u *unstructured.Unstructured) bool { return fluxtest.ArtifactRevision(u) == want })
 	return want
 }

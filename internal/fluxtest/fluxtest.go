@@ -1,4 +1,9 @@
-package reconcile_test
+// Package fluxtest runs Flux's source-controller for tests, as a cluster
+// with Flux has it: the real binary (bin/source-controller, built by `make
+// tools` from its Go module) watching the local control plane, with its
+// CRDs installed and its artifacts served through a proxy the test can
+// make forge them.
+package fluxtest
 
 import (
 	"archive/tar"
@@ -30,53 +35,50 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"github.com/gpuslice/gpuslice/engine/reconcile"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/internal/proc/proctest"
 	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
+// The Flux sources' resources (source-controller v1.x serves v1).
 var (
-	gitRepositories = schema.GroupVersionResource{Group: reconcile.FluxGroup, Version: "v1", Resource: "gitrepositories"}
-	ociRepositories = schema.GroupVersionResource{Group: reconcile.FluxGroup, Version: "v1", Resource: "ocirepositories"}
+	GitRepositories = schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "gitrepositories"}
+	OCIRepositories = schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "ocirepositories"}
 )
 
-// flux is a real source-controller (bin/source-controller, built by `make
-// tools` from its Go module) watching the shared control plane, its
-// artifacts served to clients through a proxy the test can make forge
-// them.
-type flux struct {
-	dyn dynamic.Interface
-	// forged, when set, is served instead of every artifact.
-	forged atomic.Pointer[[]byte]
-	// downloads counts the artifact requests.
-	downloads atomic.Int32
+// Flux is a running source-controller.
+type Flux struct {
+	Dyn dynamic.Interface
+	// Forged, when set, is served instead of every artifact.
+	Forged atomic.Pointer[[]byte]
+	// Downloads counts the artifact requests.
+	Downloads atomic.Int32
 }
 
-// startFlux installs source-controller's CRDs, creates namespace ns and
+// Start installs source-controller's CRDs, creates namespace ns and
 // starts source-controller with its storage in a temporary directory; at
 // the end of t it deletes the sources in ns while source-controller still
 // runs (they carry its finalizer), then stops it by PID.
-func startFlux(t *testing.T, c *cluster.Cluster, ns string) *flux {
+func Start(t *testing.T, c *cluster.Cluster, ns string) *Flux {
 	t.Helper()
 	bin := filepath.Join(cluster.FindBinDir(), "source-controller")
 	if _, err := os.Stat(bin); err != nil {
 		testenv.Unavailable(t, "needs Flux's source-controller, which `make tools` builds (tools/build.sh source-controller): %v", err)
 	}
 	clustertest.ServeCRD(t, c.RESTConfig(), clustertest.FluxSources...)
-	f := &flux{dyn: dynamic.NewForConfigOrDie(c.RESTConfig())}
+	f := &Flux{Dyn: dynamic.NewForConfigOrDie(c.RESTConfig())}
 	ctx := context.Background()
 	if _, err := c.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 
-	storage := freeAddr(t)
+	storage := FreeAddr(t)
 	target, _ := url.Parse("http://" + storage)
 	upstream := httputil.NewSingleHostReverseProxy(target)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.downloads.Add(1)
-		if b := f.forged.Load(); b != nil {
+		f.Downloads.Add(1)
+		if b := f.Forged.Load(); b != nil {
 			_, _ = w.Write(*b)
 			return
 		}
@@ -85,7 +87,7 @@ func startFlux(t *testing.T, c *cluster.Cluster, ns string) *flux {
 	t.Cleanup(proxy.Close)
 
 	cmd := exec.Command(bin, "--storage-path="+t.TempDir(), "--storage-addr="+storage, "--storage-adv-addr="+strings.TrimPrefix(proxy.URL, "http://"),
-		"--metrics-addr="+freeAddr(t), "--health-addr="+freeAddr(t), "--events-addr=", "--log-encoding=console")
+		"--metrics-addr="+FreeAddr(t), "--health-addr="+FreeAddr(t), "--events-addr=", "--log-encoding=console")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath)
 	out, exited := proctest.Start(t, cmd)
 	t.Cleanup(func() {
@@ -104,11 +106,11 @@ func startFlux(t *testing.T, c *cluster.Cluster, ns string) *flux {
 
 // deleteAll removes the sources in ns and waits until source-controller
 // has let them go.
-func (f *flux) deleteAll(t *testing.T, ns string) {
+func (f *Flux) deleteAll(t *testing.T, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, gvr := range []schema.GroupVersionResource{gitRepositories, ociRepositories} {
-		r := f.dyn.Resource(gvr).Namespace(ns)
+	for _, gvr := range []schema.GroupVersionResource{GitRepositories, OCIRepositories} {
+		r := f.Dyn.Resource(gvr).Namespace(ns)
 		if err := r.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 			t.Errorf("delete the %s in %s: %v", gvr.Resource, ns, err)
 			continue
@@ -136,21 +138,21 @@ func (f *flux) deleteAll(t *testing.T, ns string) {
 	}
 }
 
-// create creates a Flux source object.
-func (f *flux) create(t *testing.T, gvr schema.GroupVersionResource, obj map[string]any) {
+// Create creates a Flux source object.
+func (f *Flux) Create(t *testing.T, gvr schema.GroupVersionResource, obj map[string]any) {
 	t.Helper()
 	u := &unstructured.Unstructured{Object: obj}
-	if _, err := f.dyn.Resource(gvr).Namespace(u.GetNamespace()).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+	if _, err := f.Dyn.Resource(gvr).Namespace(u.GetNamespace()).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create %s %s/%s: %v", gvr.Resource, u.GetNamespace(), u.GetName(), err)
 	}
 }
 
-// waitSource watches a Flux source until cond holds for it.
-func (f *flux) waitSource(t *testing.T, gvr schema.GroupVersionResource, ns, name, what string, cond func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
+// WaitSource watches a Flux source until cond holds for it.
+func (f *Flux) WaitSource(t *testing.T, gvr schema.GroupVersionResource, ns, name, what string, cond func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r := f.dyn.Resource(gvr).Namespace(ns)
+	r := f.Dyn.Resource(gvr).Namespace(ns)
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -173,13 +175,14 @@ func (f *flux) waitSource(t *testing.T, gvr schema.GroupVersionResource, ns, nam
 	return ev.Object.(*unstructured.Unstructured)
 }
 
-// artifactRevision is a source's status.artifact.revision.
-func artifactRevision(u *unstructured.Unstructured) string {
+// ArtifactRevision is a source's status.artifact.revision.
+func ArtifactRevision(u *unstructured.Unstructured) string {
 	s, _, _ := unstructured.NestedString(u.Object, "status", "artifact", "revision")
 	return s
 }
 
-func freeAddr(t *testing.T) string {
+// FreeAddr is a loopback address no one listens on now.
+func FreeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -197,8 +200,8 @@ func tail(s string, lines int) string {
 	return strings.Join(l, "\n")
 }
 
-// tarGz is a gzipped tarball of files, as source-controller writes one.
-func tarGz(t *testing.T, files map[string]string) []byte {
+// TarGz is a gzipped tarball of files, as source-controller writes one.
+func TarGz(t *testing.T, files map[string]string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
@@ -218,4 +221,13 @@ func tarGz(t *testing.T, files map[string]string) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// GitRepository is a GitRepository following branch main of url.
+func GitRepository(ns, name, url, interval string) map[string]any {
+	return map[string]any{
+		"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     map[string]any{"url": url, "interval": interval, "ref": map[string]any{"branch": "main"}},
+	}
 }
