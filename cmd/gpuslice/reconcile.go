@@ -67,7 +67,7 @@ type reconcileFlags struct {
 }
 
 func (o *reconcileFlags) run(ctx context.Context, cmd *cobra.Command, args []string) error {
-	if err := o.check(args); err != nil {
+	if err := o.check(args, cmd.Flags().Changed("git-ref")); err != nil {
 		return err
 	}
 	e, err := o.f.engine()
@@ -118,13 +118,15 @@ func (o *reconcileFlags) load(e *engine.Engine) func(string) (*hclstack.Config, 
 	}
 }
 
-// check refuses flags that name two sources, or a source without the
-// stack's name.
-func (o *reconcileFlags) check(args []string) error {
+// check refuses flags that name two sources, a -git-ref that a Flux
+// source would ignore, or a source without the stack's name.
+func (o *reconcileFlags) check(args []string, gitRef bool) error {
 	flag := "-git-url"
 	switch {
 	case o.gitURL != "" && o.fluxSource != "":
 		return fmt.Errorf("reconcile: give -git-url or -flux-source, not both")
+	case o.fluxSource != "" && gitRef:
+		return fmt.Errorf("reconcile: -git-ref does not apply to -flux-source: the Flux object's spec.ref says what Flux fetches")
 	case o.fluxSource != "":
 		flag = "-flux-source"
 		if _, _, _, err := reconcile.ParseFluxSource(o.fluxSource); err != nil {

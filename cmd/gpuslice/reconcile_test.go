@@ -113,6 +113,7 @@ func TestReconcileSourceFlags(t *testing.T) {
 		{[]string{"-flux-source", "helmrepository/flux-system/a", "-stack", "a"}, `flux source "helmrepository/flux-system/a": write kind/namespace/name`},
 		{[]string{"-flux-source", "gitrepository/a", "-stack", "a"}, `flux source "gitrepository/a"`},
 		{[]string{"-git-url", "https://git.example.com/a.git", "dir", "-stack", "a"}, "give a directory or -git-url, not both"},
+		{[]string{"-flux-source", "gitrepository/flux-system/a", "-git-ref", "v1", "-stack", "a"}, "-git-ref does not apply to -flux-source"},
 	} {
 		out, code := run(t, []string{"KUBECONFIG=/nonexistent"}, append([]string{"reconcile", "-once"}, c.args...)...)
 		if code == 0 || !strings.Contains(out, c.want) {

@@ -15,11 +15,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // digests are the algorithms source-controller's --artifact-digest-algo
 // offers that the standard library has (not blake3).
 var digests = map[string]func() hash.Hash{"sha256": sha256.New, "sha384": sha512.New384, "sha512": sha512.New}
+
+// artifactClient bounds a download, so that a stalled artifact server
+// fails the round instead of stopping the loop.
+var artifactClient = &http.Client{Timeout: 5 * time.Minute}
 
 // download fetches a's URL into a file of dir, at most max bytes, and
 // checks it against a's digest before anything reads it: a tarball
@@ -34,7 +39,7 @@ func download(ctx context.Context, a fluxArtifact, dir string, max int64) (strin
 	if err != nil {
 		return "", fmt.Errorf("status.artifact.url %q: %w", a.URL, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := artifactClient.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("download %s (can this pod reach source-controller? Flux's default NetworkPolicies admit only its own namespace): %w", a.URL, err)
 	}
