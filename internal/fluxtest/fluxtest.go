@@ -87,7 +87,7 @@ func Start(t *testing.T, c *cluster.Cluster, ns string) *Flux {
 	t.Cleanup(proxy.Close)
 
 	cmd := exec.Command(bin, "--storage-path="+t.TempDir(), "--storage-addr="+storage, "--storage-adv-addr="+strings.TrimPrefix(proxy.URL, "http://"),
-		"--metrics-addr="+FreeAddr(t), "--health-addr="+FreeAddr(t), "--events-addr=", "--log-encoding=console")
+		"--metrics-addr="+FreeAddr(t), "--health-addr="+FreeAddr(t), "--enable-leader-election=false", "--events-addr=", "--log-encoding=console")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath)
 	out, exited := proctest.Start(t, cmd)
 	t.Cleanup(func() {
