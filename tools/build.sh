@@ -6,7 +6,9 @@
 # dev tools (gotestsum, staticcheck, tfplugindocs), promtool (the alerting
 # rules' unit tests, deploy/monitoring/tests/), Flux's source-controller
 # (the reconcile's Flux source test), and the other projects'
-# CRD files the tests install (crds: tools/crds/crds.txt, into bin/crds/).
+# CRD files the tests install (crds: tools/crds/crds.txt, into bin/crds/);
+# on demand, the peers of make bench-peers (kubectl, and fluxssa: Flux's
+# server-side-apply engine, tools/peers).
 # Nothing is downloaded as a release binary. A tool is rebuilt only when its stamp (module go.mod +
 # go.sum, build flags and Go version) changed, so a warm run takes a second.
 #
@@ -22,6 +24,9 @@ mkdir -p "$bin" "$stamps"
 k8s_version=v1.37.2
 containerd_version=v2.4.2
 
+# Built on demand (tools/build.sh kubectl fluxssa), not by make test.
+peer_tools="kubectl fluxssa"
+
 all_tools="gotestsum staticcheck tfplugindocs promtool etcd kube-apiserver kube-scheduler kube-controller-manager kubelet containerd ctr containerd-shim-runc-v2 runc cni/bridge cni/host-local cni/loopback tofu source-controller crds"
 
 # module dir | package | ldflags | build tags | cgo (0/1)
@@ -30,7 +35,7 @@ tool_spec() {
   case "$1" in
     tofu) echo "opentofu|github.com/opentofu/opentofu/cmd/tofu|-X github.com/opentofu/opentofu/version.dev=no||0" ;;
     etcd) echo "etcd|go.etcd.io/etcd/server/v3|||0" ;;
-    kube-apiserver|kube-scheduler|kube-controller-manager|kubelet)
+    kube-apiserver|kube-scheduler|kube-controller-manager|kubelet|kubectl)
       echo "kubernetes|k8s.io/kubernetes/cmd/$1|-X $v.gitVersion=$k8s_version -X $v.gitMajor=1 -X $v.gitMinor=37 -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z||0" ;;
     containerd|ctr)
       echo "containerd|github.com/containerd/containerd/v2/cmd/$1|-X github.com/containerd/containerd/v2/version.Version=$containerd_version|urfave_cli_no_docs no_btrfs|0" ;;
@@ -50,13 +55,17 @@ tool_spec() {
     tfplugindocs) echo "devtools|github.com/hashicorp/terraform-plugin-docs/cmd/tfplugindocs|||0" ;;
     # Only `promtool test rules` is used: no service discovery built in.
     promtool) echo "prometheus|github.com/prometheus/prometheus/cmd/promtool|-X github.com/prometheus/common/version.Version=3.16.0|remove_all_sd|0" ;;
-    *) echo "unknown tool '$1' (known: $all_tools)" >&2; return 1 ;;
+    # The peers of make bench-peers, built only by it.
+    fluxssa) echo "peers|github.com/gpuslice/gpuslice/tools/peers/fluxssa|||0" ;;
+    *) echo "unknown tool '$1' (known: $all_tools $peer_tools)" >&2; return 1 ;;
   esac
 }
 
 stamp_of() {
   local dir=$1 spec=$2
-  { go env GOVERSION; echo "$spec"; cat "$tools_dir/$dir/go.mod" "$tools_dir/$dir/go.sum"; } | sha256sum | cut -c1-16
+  # A module's own sources (tools/peers) count too; the others have none.
+  { go env GOVERSION; echo "$spec"; cat "$tools_dir/$dir/go.mod" "$tools_dir/$dir/go.sum"
+    find "$tools_dir/$dir" -name '*.go' | sort | xargs -r cat; } | sha256sum | cut -c1-16
 }
 
 # fetch_crds copies each CRD file of tools/crds/crds.txt out of its module

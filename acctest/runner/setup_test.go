@@ -34,6 +34,17 @@ const providerAddress = "registry.terraform.io/gpuslice/gpuslice"
 // certificate, which the runner image trusts.
 func publishProvider(t *testing.T, env *realnodetest.Env) []byte {
 	t.Helper()
+	reg := publishRelease(t)
+	if err := env.Nodes[0].Forward(443, reg.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	return reg.CertPEM
+}
+
+// publishRelease pushes a signed release of the provider for this
+// machine's platform to a new HTTPS registry, stopped at the test's end.
+func publishRelease(t *testing.T) *localregistry.Registry {
+	t.Helper()
 	ctx := context.Background()
 	out := filepath.Join(t.TempDir(), "release")
 	err := release.Make(ctx, release.Options{ModuleDir: moduleDir(t), Version: providerVersion, Address: providerAddress,
@@ -50,10 +61,7 @@ func publishProvider(t *testing.T, env *realnodetest.Env) []byte {
 	if _, err := release.PushOCI(ctx, out, providerVersion, repository, remote.WithTransport(reg.Transport())); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Nodes[0].Forward(443, reg.Addr()); err != nil {
-		t.Fatal(err)
-	}
-	return reg.CertPEM
+	return reg
 }
 
 // pushRunnerImage builds the runner image (bin/tofu, trusting caPEM) and

@@ -8,25 +8,38 @@ import (
 	"github.com/gpuslice/gpuslice/internal/localregistry"
 )
 
-// guide is the page whose snippets the test runs.
-const guide = "../../templates/guides/tofu-controller.md"
+// The pages whose snippets the tests run, and the marker of each.
+const (
+	guide         = "../../templates/guides/tofu-controller.md"
+	pipelineGuide = "../../templates/guides/ci-pipelines.md"
+)
 
 // snippet returns the fenced block that follows `<!-- runner-test: name -->`
 // in the guide, so the guide and what the test runs cannot drift apart.
 func snippet(t *testing.T, name string) string {
+	return snippetOf(t, guide, "runner-test", name)
+}
+
+// pipelineSnippet is the ci-pipelines page's `<!-- ci-test: name -->`.
+func pipelineSnippet(t *testing.T, name string) string {
+	return snippetOf(t, pipelineGuide, "ci-test", name)
+}
+
+func snippetOf(t *testing.T, page, marker, name string) string {
 	t.Helper()
-	data, err := os.ReadFile(guide)
+	data, err := os.ReadFile(page)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(data), "<!-- runner-test: "+name+" -->\n")
+	mark := "<!-- " + marker + ": " + name + " -->"
+	_, rest, ok := strings.Cut(string(data), mark+"\n")
 	if !ok {
-		t.Fatalf("%s has no snippet marked <!-- runner-test: %s -->", guide, name)
+		t.Fatalf("%s has no snippet marked %s", page, mark)
 	}
 	_, rest, ok = strings.Cut(rest, "\n") // the opening fence
 	body, _, closed := strings.Cut(rest, "```")
 	if !ok || !closed {
-		t.Fatalf("%s: the snippet %s is not a fenced block", guide, name)
+		t.Fatalf("%s: the snippet %s is not a fenced block", page, name)
 	}
 	return body
 }
@@ -42,7 +55,12 @@ func cliConfig(t *testing.T) string {
 // says), the three V100 packages, team-a's quota and a workload on an 8 GiB
 // slice, in the guide's backend.
 func quickstart(t *testing.T, more string) string {
-	return snippet(t, "backend") + `
+	return stack(snippet(t, "backend"), snippet(t, "platform"), more)
+}
+
+// stack is the quickstart with the given backend and platform.
+func stack(backend, platform, more string) string {
+	return backend + `
 terraform {
   required_providers {
     gpuslice = { source = "registry.terraform.io/gpuslice/gpuslice" }
@@ -51,7 +69,7 @@ terraform {
 
 provider "gpuslice" {}
 
-` + snippet(t, "platform") + `
+` + platform + `
 
 resource "gpuslice_package" "v100_8gi" {
   name      = "v100-8gi"

@@ -41,18 +41,26 @@ func prepare(b *testing.B) tools {
 		b.Fatal(err)
 	}
 	dir := b.TempDir()
-	t := tools{tofu: tofu, gpuslice: filepath.Join(dir, "gpuslice"), tfrc: filepath.Join(dir, "gpuslice.tfrc")}
+	t := tools{tofu: tofu, tfrc: filepath.Join(dir, "gpuslice.tfrc")}
 	install := exec.Command("make", "-s", "install", "MIRROR="+filepath.Join(dir, "mirror"), "TFRC="+t.tfrc)
 	install.Dir = "../.."
 	if out, err := install.CombinedOutput(); err != nil {
 		b.Fatalf("make install: %v\n%s", err, out)
 	}
-	build := exec.Command("go", "build", "-o", t.gpuslice, "./cmd/gpuslice")
+	t.gpuslice = buildCLI(b)
+	return t
+}
+
+// buildCLI builds the gpuslice CLI as a user runs it.
+func buildCLI(b *testing.B) string {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "gpuslice")
+	build := exec.Command("go", "build", "-o", path, "./cmd/gpuslice")
 	build.Dir = "../.."
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("build the CLI: %v\n%s", err, out)
 	}
-	return t
+	return path
 }
 
 // took is how long a command ran: wall-clock time, and the CPU time of the

@@ -21,7 +21,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,17 +47,7 @@ type row struct {
 }
 
 func BenchmarkTerraformSpeed(b *testing.B) {
-	sizes := []int{50, 200, 1000}
-	if s := os.Getenv("GPUSLICE_BENCH_SIZES"); s != "" {
-		sizes = nil
-		for _, f := range strings.Split(s, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil {
-				b.Fatalf("GPUSLICE_BENCH_SIZES=%q: %v", s, err)
-			}
-			sizes = append(sizes, n)
-		}
-	}
+	sizes := benchSizes(b, []int{50, 200, 1000})
 	tools := prepare(b)
 	var rows []row
 	for b.Loop() {

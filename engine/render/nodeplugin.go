@@ -31,6 +31,9 @@ func (r renderer) chart(p *spec.Platform) ([]objects.Object, error) {
 	if p.Reconcile != nil {
 		values["reconcile"] = ReconcileValues(p.Reconcile)
 	}
+	// The platform renders the runner's role itself (runnerRBAC), owned by
+	// the platform with the runner's bindings.
+	values["runner"] = map[string]any{"createClusterRole": false}
 	typed, err := deploy.Render(p.Namespace, values)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.Address, err)

@@ -104,3 +104,29 @@ func TestReconcileGetsTheRunnerRole(t *testing.T) {
 		t.Errorf("no ClusterRole %s for the reconciler to be bound to", contract.RunnerRole)
 	}
 }
+
+// The platform renders the runner's role once, its own (owned by the
+// platform, as its runner bindings are), never also the chart's: with
+// node_plugin, reconcile and runner blocks there is one ClusterRole
+// gpuslice-runner and one of each binding.
+func TestPlatformRendersTheRunnerRoleOnce(t *testing.T) {
+	p := &spec.Platform{Meta: spec.Meta{Address: "gpuslice_platform.p"}, Namespace: "gs", TenantLabel: "t", Fractions: []int{100},
+		NodePlugin: &spec.NodePlugin{Image: "registry.test/gpuslice/gpuslice-nodeplugin:0.1.0"},
+		Runner:     &spec.Runner{Namespace: "flux-system", ServiceAccount: "tf-runner"},
+		Reconcile: &spec.Reconcile{GitURL: "https://git.test/stacks.git", Ref: "main", Path: ".", Stack: "prod", Interval: "30s",
+			Image: "registry.test/gpuslice/gpuslice-reconcile:0.1.0"}}
+	objs, err := Stack(&spec.Stack{Name: "s", Platform: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, o := range objs {
+		key := o.Obj.GetKind() + " " + o.Obj.GetNamespace() + "/" + o.Obj.GetName()
+		if seen[key]++; seen[key] > 1 {
+			t.Errorf("%s rendered twice", key)
+		}
+	}
+	if seen["ClusterRole /"+contract.RunnerRole] != 1 {
+		t.Errorf("no ClusterRole %s", contract.RunnerRole)
+	}
+}

@@ -42,9 +42,32 @@ func createBridge(slot int) error {
 		_ = deleteLink(name)
 		return fmt.Errorf("address bridge %s: %w", name, err)
 	}
+	if err := pinMAC(br); err != nil {
+		_ = deleteLink(name)
+		return err
+	}
 	if err := netlink.LinkSetUp(br); err != nil {
 		_ = deleteLink(name)
 		return fmt.Errorf("bring up bridge %s: %w", name, err)
+	}
+	return nil
+}
+
+// pinMAC sets the bridge's MAC address to the one it has. A bridge whose
+// address was never set takes the lowest of its ports' and changes as pods
+// come and go; the pods' ARP entries for their gateway then point at an
+// address no port has, and their connections through the node (the API
+// server's, forward.go) stall until the entry expires, long enough for a
+// client's HTTP/2 health check to drop the connection. The CNI bridge
+// plugin pins it only when it adds the gateway's address itself, and here
+// the node adds it first.
+func pinMAC(br *netlink.Bridge) error {
+	link, err := netlink.LinkByName(br.Name)
+	if err != nil {
+		return fmt.Errorf("bridge %s: %w", br.Name, err)
+	}
+	if err := netlink.LinkSetHardwareAddr(link, link.Attrs().HardwareAddr); err != nil {
+		return fmt.Errorf("set the MAC address of bridge %s: %w", br.Name, err)
 	}
 	return nil
 }
