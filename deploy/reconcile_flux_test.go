@@ -12,40 +12,48 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gpuslice/gpuslice/deploy"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 )
 
+const fluxGuide = "../templates/guides/in-cluster-reconcile.md"
+
+// guideBlock is the guide's first fenced block of lang that holds want.
+func guideBlock(t *testing.T, lang, want string) string {
+	t.Helper()
+	b, err := os.ReadFile(fluxGuide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile("(?s)```"+lang+"\n(.*?)\n```").FindAllSubmatch(b, -1) {
+		if strings.Contains(string(m[1]), want) {
+			return string(m[1])
+		}
+	}
+	t.Fatalf("%s has no ```%s block holding %q", fluxGuide, lang, want)
+	return ""
+}
+
 // guideFluxValues are the --set values of the guide's helm line with
 // reconcile.fluxSource, parsed as Helm parses them.
 func guideFluxValues(t *testing.T) map[string]any {
 	t.Helper()
-	const guide = "../templates/guides/in-cluster-reconcile.md"
-	b, err := os.ReadFile(guide)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range regexp.MustCompile("(?s)```sh\n(helm .*?)\n```").FindAllSubmatch(b, -1) {
-		if !strings.Contains(string(m[1]), "reconcile.fluxSource") {
-			continue
-		}
-		values := map[string]any{}
-		args := strings.Fields(strings.ReplaceAll(string(m[1]), "\\\n", " "))
-		for i, a := range args {
-			if a == "--set" && i+1 < len(args) {
-				if err := strvals.ParseInto(args[i+1], values); err != nil {
-					t.Fatalf("%s: --set %s: %v", guide, args[i+1], err)
-				}
+	values := map[string]any{}
+	args := strings.Fields(strings.ReplaceAll(guideBlock(t, "sh", "--set reconcile.fluxSource="), "\\\n", " "))
+	for i, a := range args {
+		if a == "--set" && i+1 < len(args) {
+			if err := strvals.ParseInto(args[i+1], values); err != nil {
+				t.Fatalf("%s: --set %s: %v", fluxGuide, args[i+1], err)
 			}
 		}
-		return values
 	}
-	t.Fatalf("%s has no ```sh block with a helm line setting reconcile.fluxSource", guide)
-	return nil
+	return values
 }
 
 // With the guide's reconcile.fluxSource values the Deployment reads that
@@ -131,6 +139,16 @@ func TestReconcileFromFlux(t *testing.T) {
 	}
 	if _, err := client.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Errorf("Deployment: %v", err)
+	}
+	// The guide's NetworkPolicy admitting the reconciler to
+	// source-controller: the API server takes it as written (the local
+	// cluster's CNI enforces no policies, so its effect is not tested).
+	var policy networkingv1.NetworkPolicy
+	if err := yaml.UnmarshalStrict([]byte(guideBlock(t, "yaml", "kind: NetworkPolicy")), &policy); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.NetworkingV1().NetworkPolicies(policy.Namespace).Create(ctx, &policy, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("the guide's NetworkPolicy: %v", err)
 	}
 	user := "system:serviceaccount:" + sa.Namespace + ":" + sa.Name
 	for _, c := range []struct {
