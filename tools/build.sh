@@ -4,7 +4,8 @@
 # real node (kubelet, containerd, ctr, containerd-shim-runc-v2, runc and the
 # CNI plugins bridge, host-local and loopback in bin/cni/), OpenTofu, the
 # dev tools (gotestsum, staticcheck, tfplugindocs), promtool (the alerting
-# rules' unit tests, deploy/monitoring/tests/), and the other projects'
+# rules' unit tests, deploy/monitoring/tests/), Flux's source-controller
+# (the reconcile's Flux source test), and the other projects'
 # CRD files the tests install (crds: tools/crds/crds.txt, into bin/crds/);
 # on demand, the peers of make bench-peers (kubectl, and fluxssa: Flux's
 # server-side-apply engine, tools/peers).
@@ -26,7 +27,7 @@ containerd_version=v2.4.2
 # Built on demand (tools/build.sh kubectl fluxssa), not by make test.
 peer_tools="kubectl fluxssa"
 
-all_tools="gotestsum staticcheck tfplugindocs promtool etcd kube-apiserver kube-scheduler kube-controller-manager kubelet containerd ctr containerd-shim-runc-v2 runc cni/bridge cni/host-local cni/loopback tofu crds"
+all_tools="gotestsum staticcheck tfplugindocs promtool etcd kube-apiserver kube-scheduler kube-controller-manager kubelet containerd ctr containerd-shim-runc-v2 runc cni/bridge cni/host-local cni/loopback tofu source-controller crds"
 
 # module dir | package | ldflags | build tags | cgo (0/1)
 tool_spec() {
@@ -46,6 +47,9 @@ tool_spec() {
     cni/bridge) echo "cni|github.com/containernetworking/plugins/plugins/main/bridge|||0" ;;
     cni/loopback) echo "cni|github.com/containernetworking/plugins/plugins/main/loopback|||0" ;;
     cni/host-local) echo "cni|github.com/containernetworking/plugins/plugins/ipam/host-local|||0" ;;
+    # Flux's source-controller: the artifacts `gpuslice reconcile -flux-source`
+    # reads (engine/reconcile's Flux test). CGO off, as upstream's image.
+    source-controller) echo "flux|github.com/fluxcd/source-controller|||0" ;;
     gotestsum) echo "devtools|gotest.tools/gotestsum|||0" ;;
     staticcheck) echo "devtools|honnef.co/go/tools/cmd/staticcheck|||0" ;;
     tfplugindocs) echo "devtools|github.com/hashicorp/terraform-plugin-docs/cmd/tfplugindocs|||0" ;;

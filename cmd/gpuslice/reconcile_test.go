@@ -99,3 +99,25 @@ func TestReconcileGuideSetup(t *testing.T) {
 		t.Errorf("reconcile exited %d on SIGTERM:\n%s", code, out.String())
 	}
 }
+
+// TestReconcileSourceFlags: one source at a time, named by its flags, and
+// a Flux source spelled kind/namespace/name, before any cluster is read.
+func TestReconcileSourceFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-git-url", "https://git.example.com/a.git", "-flux-source", "gitrepository/flux-system/a", "-stack", "a"}, "give -git-url or -flux-source, not both"},
+		{[]string{"-flux-source", "gitrepository/flux-system/a", "-stack", "a", "dir"}, "give a directory or -flux-source, not both"},
+		{[]string{"-flux-source", "gitrepository/flux-system/a"}, "reconcile -flux-source needs -stack"},
+		{[]string{"-flux-source", "helmrepository/flux-system/a", "-stack", "a"}, `flux source "helmrepository/flux-system/a": write kind/namespace/name`},
+		{[]string{"-flux-source", "gitrepository/a", "-stack", "a"}, `flux source "gitrepository/a"`},
+		{[]string{"-git-url", "https://git.example.com/a.git", "dir", "-stack", "a"}, "give a directory or -git-url, not both"},
+		{[]string{"-flux-source", "gitrepository/flux-system/a", "-git-ref", "v1", "-stack", "a"}, "-git-ref does not apply to -flux-source"},
+	} {
+		out, code := run(t, []string{"KUBECONFIG=/nonexistent"}, append([]string{"reconcile", "-once"}, c.args...)...)
+		if code == 0 || !strings.Contains(out, c.want) {
+			t.Errorf("reconcile %v: exit %d, output %q; want an error containing %q", c.args, code, out, c.want)
+		}
+	}
+}

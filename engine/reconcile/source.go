@@ -1,8 +1,8 @@
 // Package reconcile is `gpuslice reconcile`: a loop that reads a stack's
-// configuration from a source (a directory, or a Git repository it clones
-// itself), plans it against the cluster and applies any difference under
-// the stack's lock, reporting each round in a status ConfigMap, Events and
-// Prometheus metrics.
+// configuration from a source (a directory, a Git repository it clones
+// itself, or a Flux source's artifact), plans it against the cluster and
+// applies any difference under the stack's lock, reporting each round in a
+// status ConfigMap, Events and Prometheus metrics.
 package reconcile
 
 import (
@@ -17,16 +17,19 @@ import (
 
 // Revision is one version of the configuration, ready to load.
 type Revision struct {
-	// ID names the version: a Git commit's hash; "" for a directory, which
-	// has no versions.
+	// ID names the version: a Git commit's hash, a Flux artifact's
+	// revision (main@sha1:…, v1@sha256:…); "" for a directory, which has
+	// no versions.
 	ID string
 	// Dir holds the configuration's files.
 	Dir string
-	// Root is the repository's checkout that Dir is in: diagnostics name
-	// files relative to it, as the repository does. "" for a directory.
+	// Root is the repository's checkout (or the extracted artifact) that
+	// Dir is in: diagnostics name files relative to it, as the repository
+	// does. "" for a directory.
 	Root string
-	// Time is when the configuration last changed: the commit's time, or
-	// the directory's newest configuration file.
+	// Time is when the configuration last changed: the commit's time, the
+	// artifact's lastUpdateTime, or the directory's newest configuration
+	// file.
 	Time time.Time
 }
 

@@ -35,7 +35,7 @@ type CRD struct {
 	Group, Version, Kind string
 }
 
-// The CRDs gpuslice renders objects of.
+// The CRDs gpuslice renders or reads objects of.
 var (
 	// Kubeflow Training Operator's PyTorchJob.
 	PyTorchJob = CRD{File: "kubeflow.org_pytorchjobs.yaml", Group: "kubeflow.org", Version: "v1", Kind: "PyTorchJob"}
@@ -44,7 +44,19 @@ var (
 	// Kubeflow Trainer's TrainJob and the namespaced runtime it runs.
 	TrainJob        = CRD{File: "trainer.kubeflow.org_trainjobs.yaml", Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob"}
 	TrainingRuntime = CRD{File: "trainer.kubeflow.org_trainingruntimes.yaml", Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainingRuntime"}
+	// Flux's sources, whose artifacts `gpuslice reconcile -flux-source`
+	// reads.
+	GitRepository = CRD{File: "source.toolkit.fluxcd.io_gitrepositories.yaml", Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "GitRepository"}
+	OCIRepository = CRD{File: "source.toolkit.fluxcd.io_ocirepositories.yaml", Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "OCIRepository"}
+	// FluxSources are the kinds Flux's source-controller serves: it starts
+	// a controller for each, so it runs only where all are installed.
+	FluxSources = []CRD{GitRepository, OCIRepository, fluxSource("buckets", "Bucket"), fluxSource("helmrepositories", "HelmRepository"),
+		fluxSource("helmcharts", "HelmChart"), fluxSource("externalartifacts", "ExternalArtifact")}
 )
+
+func fluxSource(resource, kind string) CRD {
+	return CRD{File: "source.toolkit.fluxcd.io_" + resource + ".yaml", Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: kind}
+}
 
 // read returns the CRD's file as `make tools` fetched it into bin/crds/.
 func (crd CRD) read(tb testing.TB) []byte {

@@ -28,7 +28,7 @@ func TestCRDsReadWithoutTheNetwork(t *testing.T) {
 	t.Setenv("PATH", fake)
 	t.Setenv("GOPROXY", "off")
 	t.Setenv("GOFLAGS", "-mod=mod")
-	for _, crd := range []CRD{PyTorchJob, ScaledObject, TrainJob, TrainingRuntime} {
+	for _, crd := range append([]CRD{PyTorchJob, ScaledObject, TrainJob, TrainingRuntime}, FluxSources...) {
 		skipped := false
 		t.Run(crd.Kind, func(t *testing.T) {
 			t.Cleanup(func() { skipped = t.Skipped() })
