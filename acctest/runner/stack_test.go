@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuslice/gpuslice/acctest/internal/stacks"
 	"github.com/gpuslice/gpuslice/internal/localregistry"
 )
 
@@ -60,61 +61,7 @@ func quickstart(t *testing.T, more string) string {
 
 // stack is the quickstart with the given backend and platform.
 func stack(backend, platform, more string) string {
-	return backend + `
-terraform {
-  required_providers {
-    gpuslice = { source = "registry.terraform.io/gpuslice/gpuslice" }
-  }
-}
-
-provider "gpuslice" {}
-
-` + platform + `
-
-resource "gpuslice_package" "v100_8gi" {
-  name      = "v100-8gi"
-  gpu_model = "Tesla V100-PCIE-32GB"
-  fraction  = 25
-}
-
-resource "gpuslice_package" "v100_16gi" {
-  name      = "v100-16gi"
-  gpu_model = "Tesla V100-PCIE-32GB"
-  fraction  = 50
-}
-
-resource "gpuslice_package" "v100_32gi" {
-  name      = "v100-32gi"
-  gpu_model = "Tesla V100-PCIE-32GB"
-  fraction  = 100
-}
-
-resource "gpuslice_quota" "team_a" {
-  namespace = "team-a"
-  slices = {
-    (gpuslice_package.v100_8gi.name)  = 2
-    (gpuslice_package.v100_16gi.name) = 1
-  }
-  cpu_requests    = "8"
-  memory_requests = "16Gi"
-  cpu_limits      = "16"
-  memory_limits   = "32Gi"
-}
-
-resource "gpuslice_workload" "llm" {
-  namespace = gpuslice_quota.team_a.namespace
-  name      = "llm"
-  package   = gpuslice_package.v100_8gi.name
-  container {
-    image          = "registry.gpuslice.test/slice-check:1"
-    command        = ["slice-check", "--sleep"]
-    cpu_request    = "100m"
-    memory_request = "64Mi"
-    cpu_limit      = "1"
-    memory_limit   = "128Mi"
-  }
-}
-` + more
+	return backend + "\n" + stacks.Provider + "\n" + platform + "\n" + stacks.Quickstart("16Gi") + more
 }
 
 // slowJob is a job that runs until it is stopped, on the second 8 GiB

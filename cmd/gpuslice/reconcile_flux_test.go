@@ -1,23 +1,15 @@
 package main
 
 import (
-	"context"
 	"os"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpuslice/gpuslice/engine/reconcile"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/internal/fluxtest"
 	"github.com/gpuslice/gpuslice/internal/gitserver"
@@ -76,15 +68,7 @@ func TestReconcileGuideFluxSetup(t *testing.T) {
 			t.Errorf("destroy stack prod: exit %d\n%s", code, out)
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a bound for a hung test, not a timing assertion
-	defer cancel()
-	lw := cache.NewListWatchFromClient(c.Client().CoreV1().RESTClient(), "configmaps", "gpuslice-system", fields.OneTermEqualSelector("metadata.name", reconcile.StatusName("prod")))
-	if _, err := watchtools.UntilWithSync(ctx, lw, &corev1.ConfigMap{}, nil, func(ev watch.Event) (bool, error) {
-		cm, ok := ev.Object.(*corev1.ConfigMap)
-		return ok && cm.Data[reconcile.KeyLastAppliedRevision] == rev && cm.Data[reconcile.KeyInSync] == "true", nil
-	}); err != nil {
-		t.Fatalf("status ConfigMap never showed artifact %s applied: %v\n%s", rev, err, out.String())
-	}
+	waitApplied(t, c, "prod", rev, out.String)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

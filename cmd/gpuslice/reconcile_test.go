@@ -19,6 +19,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/gpuslice/gpuslice/engine/reconcile"
+	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/internal/gitserver"
 )
@@ -70,15 +71,7 @@ func TestReconcileGuideSetup(t *testing.T) {
 		}
 	})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a bound for a hung test, not a timing assertion
-	defer cancel()
-	lw := cache.NewListWatchFromClient(c.Client().CoreV1().RESTClient(), "configmaps", "gpuslice-system", fields.OneTermEqualSelector("metadata.name", reconcile.StatusName("prod")))
-	if _, err := watchtools.UntilWithSync(ctx, lw, &corev1.ConfigMap{}, nil, func(ev watch.Event) (bool, error) {
-		cm, ok := ev.Object.(*corev1.ConfigMap)
-		return ok && cm.Data[reconcile.KeyLastAppliedRevision] == rev && cm.Data[reconcile.KeyInSync] == "true", nil
-	}); err != nil {
-		t.Fatalf("status ConfigMap never showed commit %s applied: %v\n%s", rev, err, out.String())
-	}
+	waitApplied(t, c, "prod", rev, out.String)
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -119,5 +112,20 @@ func TestReconcileSourceFlags(t *testing.T) {
 		if code == 0 || !strings.Contains(out, c.want) {
 			t.Errorf("reconcile %v: exit %d, output %q; want an error containing %q", c.args, code, out, c.want)
 		}
+	}
+}
+
+// waitApplied waits until stack's status ConfigMap shows rev applied and
+// in sync; log gives the reconcile's output for the failure message.
+func waitApplied(t *testing.T, c *cluster.Cluster, stack, rev string, log func() string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a bound for a hung test, not a timing assertion
+	defer cancel()
+	lw := cache.NewListWatchFromClient(c.Client().CoreV1().RESTClient(), "configmaps", "gpuslice-system", fields.OneTermEqualSelector("metadata.name", reconcile.StatusName(stack)))
+	if _, err := watchtools.UntilWithSync(ctx, lw, &corev1.ConfigMap{}, nil, func(ev watch.Event) (bool, error) {
+		cm, ok := ev.Object.(*corev1.ConfigMap)
+		return ok && cm.Data[reconcile.KeyLastAppliedRevision] == rev && cm.Data[reconcile.KeyInSync] == "true", nil
+	}); err != nil {
+		t.Fatalf("status ConfigMap of stack %s never showed revision %s applied: %v\n%s", stack, rev, err, log())
 	}
 }

@@ -1,17 +1,13 @@
 package reconcile_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gpuslice/gpuslice/engine"
-	"github.com/gpuslice/gpuslice/engine/diag"
-	"github.com/gpuslice/gpuslice/engine/hclstack"
 	"github.com/gpuslice/gpuslice/engine/reconcile"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/internal/fluxtest"
@@ -40,31 +36,10 @@ func TestReconcileFollowsFlux(t *testing.T) {
 		return fluxtest.ArtifactRevision(u) == "main@sha1:"+rev1
 	})
 
-	e, err := engine.New(c.RESTConfig(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Continuous = true
-	status := reconcile.NewStatus(client, e.Inventory.Namespace)
-	reg := prometheus.NewRegistry()
-	out := &testWriter{t: t}
-	src := &reconcile.Flux{Client: e.Clients.Dynamic, Kind: "GitRepository", Namespace: fluxNS, Name: name, Path: "stacks/fluxops", WorkDir: t.TempDir()}
-	r := &reconcile.Reconciler{Engine: e, Source: src,
-		Load: func(dir string) (*hclstack.Config, diag.Diagnostics) {
-			return hclstack.Load(dir, hclstack.Options{Stack: stack, VarOptions: hclstack.VarOptions{Env: []string{}}})
-		},
-		Stack: stack, Out: out, Err: out, Status: status, Metrics: reconcile.NewMetrics(reg)}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.Run(ctx, interval); close(done) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		status.Close()
-		e.Close()
-		destroy(t, c.RESTConfig(), stack)
+	reg, invNS := startLoop(t, c, stack, func(e *engine.Engine) reconcile.Source {
+		return &reconcile.Flux{Client: e.Clients.Dynamic, Kind: "GitRepository", Namespace: fluxNS, Name: name, Path: "stacks/fluxops", WorkDir: t.TempDir()}
 	})
-	statusName, invNS := reconcile.StatusName(stack), e.Inventory.Namespace
+	statusName := reconcile.StatusName(stack)
 
 	d := waitStatus(t, client, invNS, stack, "the first artifact applied", func(d map[string]string) bool {
 		return d[reconcile.KeyLastAppliedRevision] == "main@sha1:"+rev1 && d[reconcile.KeyInSync] == "true"

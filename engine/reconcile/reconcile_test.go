@@ -25,6 +25,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine/hclstack"
 	"github.com/gpuslice/gpuslice/engine/lock"
 	"github.com/gpuslice/gpuslice/engine/reconcile"
+	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
 	"github.com/gpuslice/gpuslice/internal/gitserver"
 )
@@ -45,30 +46,11 @@ func TestReconcileFollowsGit(t *testing.T) {
 	file := "stacks/gitops/main.tf"
 	rev1 := srv.Commit("first", map[string]string{file: quickstart(ns, "2Gi")})
 
-	e, err := engine.New(c.RESTConfig(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Continuous = true
-	status := reconcile.NewStatus(client, e.Inventory.Namespace)
-	reg := prometheus.NewRegistry()
-	out := &testWriter{t: t}
-	r := &reconcile.Reconciler{Engine: e, Source: &reconcile.Git{URL: srv.URL, Ref: "main", Path: "stacks/gitops", WorkDir: t.TempDir()},
-		Load: func(dir string) (*hclstack.Config, diag.Diagnostics) {
-			return hclstack.Load(dir, hclstack.Options{Stack: stack, VarOptions: hclstack.VarOptions{Env: []string{}}})
-		},
-		Stack: stack, Out: out, Err: out, Status: status, Metrics: reconcile.NewMetrics(reg)}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.Run(ctx, interval); close(done) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		status.Close()
-		e.Close()
-		destroy(t, c.RESTConfig(), stack)
+	reg, invNS := startLoop(t, c, stack, func(*engine.Engine) reconcile.Source {
+		return &reconcile.Git{URL: srv.URL, Ref: "main", Path: "stacks/gitops", WorkDir: t.TempDir()}
 	})
-	statusName, invNS := reconcile.StatusName(stack), e.Inventory.Namespace
+	statusName := reconcile.StatusName(stack)
+	ctx := context.Background()
 
 	waitStatus(t, client, invNS, stack, "the first commit applied", func(d map[string]string) bool {
 		return d[reconcile.KeyLastAppliedRevision] == rev1 && d[reconcile.KeyInSync] == "true"
@@ -284,4 +266,35 @@ func destroy(t *testing.T, cfg *rest.Config, stack string) {
 	if err != nil {
 		t.Errorf("destroy stack %s: %v", stack, err)
 	}
+}
+
+// startLoop runs a reconciler of stack from the source src makes, every
+// interval, until the test ends; then it stops and the stack is destroyed.
+// It returns the loop's metrics and the inventory namespace (of its status).
+func startLoop(t *testing.T, c *cluster.Cluster, stack string, src func(*engine.Engine) reconcile.Source) (*prometheus.Registry, string) {
+	t.Helper()
+	e, err := engine.New(c.RESTConfig(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Continuous = true
+	status := reconcile.NewStatus(c.Client(), e.Inventory.Namespace)
+	reg := prometheus.NewRegistry()
+	out := &testWriter{t: t}
+	r := &reconcile.Reconciler{Engine: e, Source: src(e),
+		Load: func(dir string) (*hclstack.Config, diag.Diagnostics) {
+			return hclstack.Load(dir, hclstack.Options{Stack: stack, VarOptions: hclstack.VarOptions{Env: []string{}}})
+		},
+		Stack: stack, Out: out, Err: out, Status: status, Metrics: reconcile.NewMetrics(reg)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx, interval); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		status.Close()
+		e.Close()
+		destroy(t, c.RESTConfig(), stack)
+	})
+	return reg, e.Inventory.Namespace
 }
