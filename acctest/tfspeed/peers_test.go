@@ -120,20 +120,20 @@ func measurePeer(b *testing.B, n int, tool string, apply, plan func(c *cluster.C
 	if plan == nil {
 		plan = apply
 	}
+	r := peerRow{tool: tool, ops: map[string]took{}}
 	manifest := func(contextLength string) string {
 		if err := configuration(dir, "cli", c.KubeconfigPath, n, contextLength); err != nil {
 			b.Fatal(err)
 		}
 		objs := renderedObjects(b, dir)
+		r.objects = len(objs)
 		path := filepath.Join(dir, "objects-"+contextLength+".yaml")
 		if err := os.WriteFile(path, objs.yaml(), 0o644); err != nil {
 			b.Fatal(err)
 		}
 		return path
 	}
-	r := peerRow{tool: tool, ops: map[string]took{}}
 	v1 := manifest("4096")
-	r.objects = len(renderedObjects(b, dir))
 	timed := func(argv []string) took { return run(b, dir, nil, []int{0}, argv[0], argv[1:]...) }
 	r.ops["create"] = timed(apply(c, v1))
 	settle(b, c)
