@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -9,15 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
-	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/gpuslice/gpuslice/internal/images"
 	"github.com/gpuslice/gpuslice/internal/localregistry"
 	"github.com/gpuslice/gpuslice/internal/realnode/realnodetest"
 	"github.com/gpuslice/gpuslice/internal/release"
+	"github.com/gpuslice/gpuslice/internal/release/releasetest"
 	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
@@ -84,20 +81,7 @@ func pushRunnerImage(t *testing.T, env *realnodetest.Env, caPEM []byte) {
 // throwawaySigner signs the release with a key made for this test.
 func throwawaySigner(t *testing.T) *release.Signer {
 	t.Helper()
-	e, err := openpgp.NewEntity("gpuslice runner test", "", "runner@gpuslice.test", &packet.Config{RSABits: 2048})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	w, err := armor.Encode(&b, openpgp.PrivateKeyType, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.SerializePrivateWithoutSigning(w, nil); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	s, err := release.NewSigner(b.String(), nil)
+	s, err := release.NewSigner(releasetest.Armor(t, releasetest.NewKey(t, "runner")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

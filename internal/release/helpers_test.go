@@ -1,7 +1,6 @@
 package release
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -12,10 +11,10 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/gpuslice/gpuslice/internal/cluster"
+	"github.com/gpuslice/gpuslice/internal/release/releasetest"
 	"github.com/gpuslice/gpuslice/internal/testenv"
 )
 
@@ -44,19 +43,7 @@ func newSigner(t *testing.T, fresh bool) *Signer {
 	return s
 }
 
-func armorPrivate(t *testing.T, e *openpgp.Entity) string {
-	t.Helper()
-	var b bytes.Buffer
-	w, err := armor.Encode(&b, openpgp.PrivateKeyType, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.SerializePrivateWithoutSigning(w, nil); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	return b.String()
-}
+func armorPrivate(t *testing.T, e *openpgp.Entity) string { return releasetest.Armor(t, e) }
 
 // moduleDir is the root of the gpuslice module.
 func moduleDir(t *testing.T) string {
