@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hcldec"
@@ -80,6 +81,18 @@ func blockSpec(b schema.Block) hcldec.ObjectSpec {
 	return obj
 }
 
+// resourceSpecs are the specs of the resource types, made once: a
+// configuration of a thousand workloads decodes them all with one.
+var resourceSpecs sync.Map // type → hcldec.ObjectSpec
+
+func resourceSpec(r schema.Resource) hcldec.ObjectSpec {
+	if s, ok := resourceSpecs.Load(r.Type); ok {
+		return s.(hcldec.ObjectSpec)
+	}
+	s, _ := resourceSpecs.LoadOrStore(r.Type, blockSpec(r.Block))
+	return s.(hcldec.ObjectSpec)
+}
+
 // resource decodes a resource block, checks it, converts it to its spec
 // type, appends it to the stack and records its value (with computed
 // attributes) for the resources and outputs that refer to it.
@@ -95,7 +108,7 @@ func (e *evaluator) resource(n *node, stack *spec.Stack) diag.Diagnostics {
 		n.value = cty.DynamicVal
 		return diags
 	}
-	val, hd := hcldec.Decode(n.body, blockSpec(n.resource.Block), e.context(n))
+	val, hd := hcldec.Decode(n.body, resourceSpec(n.resource), e.context(n))
 	diags = append(diags, fromHCL(hd)...)
 	if hd.HasErrors() {
 		n.value = cty.DynamicVal

@@ -1,6 +1,8 @@
 package hclstack
 
 import (
+	"sync"
+
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
@@ -8,7 +10,8 @@ import (
 
 // functions returns the functions expressions may call: Terraform's
 // everyday ones, from go-cty's standard library, under Terraform's names.
-func functions() map[string]function.Function {
+// Every expression's context shares the one table (read only).
+var functions = sync.OnceValue(func() map[string]function.Function {
 	return map[string]function.Function{
 		"abs": stdlib.AbsoluteFunc, "ceil": stdlib.CeilFunc, "floor": stdlib.FloorFunc, "log": stdlib.LogFunc,
 		"max": stdlib.MaxFunc, "min": stdlib.MinFunc, "parseint": stdlib.ParseIntFunc, "pow": stdlib.PowFunc,
@@ -37,4 +40,4 @@ func functions() map[string]function.Function {
 		"tolist": convertFunc(cty.List(cty.DynamicPseudoType)), "toset": convertFunc(cty.Set(cty.DynamicPseudoType)),
 		"tomap": convertFunc(cty.Map(cty.DynamicPseudoType)),
 	}
-}
+})

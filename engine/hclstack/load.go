@@ -2,9 +2,11 @@ package hclstack
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -38,6 +40,9 @@ type Config struct {
 	// Locate.
 	resources map[string]*node
 	models    tables.GPUModels
+
+	mu       sync.Mutex
+	reparsed map[string]*hclsyntax.Body // by file, for Locate after compact
 }
 
 // Output is a declared output value.
@@ -123,6 +128,7 @@ func Load(dir string, opts Options) (*Config, diag.Diagnostics) {
 	for _, d := range spec.Validate(stack, opts.GPUModels) {
 		diags = append(diags, c.Locate(d))
 	}
+	c.compact()
 	return c, diags
 }
 
@@ -154,9 +160,57 @@ func (c *Config) Locate(d diag.Diagnostic) diag.Diagnostic {
 	if !ok {
 		return d
 	}
-	r := locate(n.body, n.declRange, d.Attribute)
+	r := locate(c.bodyOf(n), n.declRange, d.Attribute)
 	d.Range = rangeOf(&r)
 	return d
+}
+
+// compact lets go of the syntax trees and values that evaluating the
+// configuration needed, once it is evaluated: a plan of thousands of
+// resources then holds only their specs. A configuration with outputs
+// keeps them, to evaluate its outputs again with what apply learns.
+func (c *Config) compact() {
+	if len(c.Outputs) > 0 {
+		return
+	}
+	c.root = nil
+	for addr, n := range c.resources {
+		c.resources[addr] = &node{addr: n.addr, kind: n.kind, declRange: n.declRange}
+	}
+}
+
+// bodyOf is the body of a resource block, parsed again from its file when
+// compact let go of it (a diagnostic after planning is rare; a file that
+// changed since is read as it is now, and an unreadable one leaves the
+// diagnostic at the block).
+func (c *Config) bodyOf(n *node) *hclsyntax.Body {
+	if n.body != nil {
+		return n.body
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	file := n.declRange.Filename
+	body, ok := c.reparsed[file]
+	if !ok {
+		if src, err := os.ReadFile(file); err == nil {
+			if f, hd := hclsyntax.ParseConfig(src, file, hcl.InitialPos); !hd.HasErrors() {
+				body = bodyOf(f.Body)
+			}
+		}
+		if c.reparsed == nil {
+			c.reparsed = map[string]*hclsyntax.Body{}
+		}
+		c.reparsed[file] = body
+	}
+	if body == nil {
+		return nil
+	}
+	for _, b := range body.Blocks {
+		if r := b.DefRange(); r.Start.Byte == n.declRange.Start.Byte && r.End.Byte == n.declRange.End.Byte {
+			return b.Body
+		}
+	}
+	return nil
 }
 
 // bodyOf returns the syntax body of an hcl.Body from a .tf file.

@@ -148,3 +148,44 @@ func TestEnvironmentVariablesForOtherConfigurations(t *testing.T) {
 		t.Errorf("node plugin from TF_VAR_*: %+v", np)
 	}
 }
+
+// A configuration without outputs lets go of its syntax trees and values
+// once loaded (a plan of thousands of resources holds only their specs),
+// and a diagnostic found later is still located at the attribute, read
+// from the file again.
+func TestLocateAfterLoadLetGo(t *testing.T) {
+	dir := t.TempDir()
+	src := `resource "gpuslice_package" "small" {
+  name      = "v100-8gi"
+  gpu_model = "Tesla V100-PCIE-32GB"
+  fraction  = 25
+}
+
+resource "gpuslice_workload" "llm" {
+  namespace = "team-a"
+  name      = "llm"
+  package   = gpuslice_package.small.name
+  container {
+    image = "ollama/ollama:0.24.0"
+  }
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, diags := Load(dir, Options{Stack: "demo", VarOptions: VarOptions{Env: []string{}}})
+	if diags.HasErrors() {
+		t.Fatalf("unexpected diagnostics:\n%v", diags.Err())
+	}
+	if c.root != nil || c.resources["gpuslice_workload.llm"].body != nil {
+		t.Fatal("a configuration without outputs kept its syntax trees after loading")
+	}
+	d := c.Locate(diag.Diagnostic{Address: "gpuslice_workload.llm", Attribute: "container.image"})
+	if d.Range == nil || d.Range.Filename != filepath.Join(dir, "main.tf") || d.Range.Line != 12 {
+		t.Errorf("container.image located at %+v, want main.tf line 12", d.Range)
+	}
+	d = c.Locate(diag.Diagnostic{Address: "gpuslice_workload.llm", Attribute: "container.cpu_request"})
+	if d.Range == nil || d.Range.Line != 11 {
+		t.Errorf("container.cpu_request (not written) located at %+v, want the container block, line 11", d.Range)
+	}
+}

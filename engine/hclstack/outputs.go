@@ -9,6 +9,9 @@ import (
 // node), so outputs that were "known after apply" get their values, also
 // through modules.
 func (c *Config) EvalOutputs(known map[string]map[string]string) ([]Output, diag.Diagnostics) {
+	if c.root == nil {
+		return c.Outputs, nil // none: compact kept what outputs need
+	}
 	diags := c.root.evalOutputs(c, known)
 	c.Outputs = c.root.outputs
 	return c.Outputs, diags

@@ -15,12 +15,12 @@ func Autoscaled(o *unstructured.Unstructured) bool {
 	return o != nil && o.GetAnnotations()[objects.AnnotationAutoscaledBy] != ""
 }
 
-// leaveReplicas returns what to apply to an existing controller: without
+// leaveReplicas returns what to apply to a controller that exists: without
 // spec.replicas when an autoscaler owns it, so neither the plan shows the
 // autoscaler's count as drift nor apply resets it. Only a controller being
 // created gets the configured initial count.
-func leaveReplicas(desired, live *unstructured.Unstructured) *unstructured.Unstructured {
-	if live == nil || !Autoscaled(desired) {
+func leaveReplicas(desired *unstructured.Unstructured) *unstructured.Unstructured {
+	if !Autoscaled(desired) {
 		return desired
 	}
 	d := desired.DeepCopy()

@@ -8,11 +8,15 @@ package plan
 import (
 	"context"
 	"fmt"
+	goruntime "runtime"
 	"slices"
 	"sort"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 
@@ -119,42 +123,25 @@ func Make(ctx context.Context, r Reader, stack string, desired []objects.Object,
 	for _, r := range applied {
 		inInventory[r.Key()] = true
 	}
-	wanted := map[string]bool{}
-	for _, o := range desired {
-		ref := o.Ref()
-		wanted[ref.Key()] = true
-		p.Desired = append(p.Desired, ref)
-		c := Change{Ref: ref, Address: o.Address, Desired: o.Obj}
-		l, exists := live[ref.Key()]
-		switch {
-		case !exists:
-			c.Action = Create
-		default:
-			c.Live = l
-			if d := ownership(stack, o, l, inInventory[ref.Key()], opts.Adopt); d != nil {
-				p.Diagnostics = append(p.Diagnostics, *d)
-			}
-			c.Desired = leaveReplicas(o.Obj, l)
-			types, err := r.Types(ctx, o.Obj.GroupVersionKind())
-			if err != nil {
-				return nil, fmt.Errorf("plan %s: %w", ref, err)
-			}
-			fields, err := Diff(c.Desired, l, types)
-			if err != nil {
-				return nil, fmt.Errorf("plan %s: %w", o.Address, err)
-			}
-			c.Fields = withoutReplicas(c.Desired, fields)
-			c.Action = NoOp
-			if len(c.Fields) > 0 {
-				c.Action = Update
-				if reason := immutableChange(o.Kind(), c.Fields); reason != "" {
-					c.Action, c.Reason = Replace, reason
-					c.Desired = o.Obj // created again, so with its initial count
-				}
-			}
-		}
-		p.Changes = append(p.Changes, c)
+	changes := make([]Change, len(desired))
+	found := make([]*diag.Diagnostic, len(desired))
+	err = eachIndex(ctx, len(desired), func(i int) error {
+		var err error
+		changes[i], found[i], err = compare(ctx, r, stack, desired[i], live[desired[i].Ref().Key()], inInventory[desired[i].Ref().Key()], opts)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	wanted := map[string]bool{}
+	for i, o := range desired {
+		wanted[o.Ref().Key()] = true
+		p.Desired = append(p.Desired, o.Ref())
+		if found[i] != nil {
+			p.Diagnostics = append(p.Diagnostics, *found[i])
+		}
+	}
+	p.Changes = changes
 	for _, ref := range applied {
 		if wanted[ref.Key()] {
 			continue
@@ -164,7 +151,11 @@ func Make(ctx context.Context, r Reader, stack string, desired []objects.Object,
 			p.Gone = append(p.Gone, ref) // already gone; the next inventory drops it
 			continue
 		}
-		c, err := Prune(ref, l)
+		u, err := copyOf(l)
+		if err != nil {
+			return nil, err
+		}
+		c, err := Prune(ref, u)
 		if err != nil {
 			return nil, fmt.Errorf("inventory of stack %s: %w", stack, err)
 		}
@@ -177,6 +168,62 @@ func Make(ctx context.Context, r Reader, stack string, desired []objects.Object,
 		return p.Changes[i].Ref.Key() < p.Changes[j].Ref.Key()
 	})
 	return p, nil
+}
+
+// compare plans one desired object against its live one (nil when none).
+// A change that does nothing keeps no copy of live: a plan of thousands
+// of unchanged objects holds only the view's own.
+func compare(ctx context.Context, r Reader, stack string, o objects.Object, live runtime.Object, inInventory bool, opts Options) (Change, *diag.Diagnostic, error) {
+	ref := o.Ref()
+	c := Change{Ref: ref, Address: o.Address, Desired: o.Obj}
+	if live == nil {
+		c.Action = Create
+		return c, nil, nil
+	}
+	d := ownership(stack, o, live, inInventory, opts.Adopt)
+	c.Desired = leaveReplicas(o.Obj)
+	types, err := r.Types(ctx, o.Obj.GroupVersionKind())
+	if err != nil {
+		return c, d, fmt.Errorf("plan %s: %w", ref, err)
+	}
+	fields, err := Diff(c.Desired, live, types)
+	if err != nil {
+		return c, d, fmt.Errorf("plan %s: %w", o.Address, err)
+	}
+	c.Fields = withoutReplicas(c.Desired, fields)
+	c.Action = NoOp
+	if len(c.Fields) == 0 {
+		return c, d, nil
+	}
+	c.Action = Update
+	if reason := immutableChange(o.Kind(), c.Fields); reason != "" {
+		c.Action, c.Reason = Replace, reason
+		c.Desired = o.Obj // created again, so with its initial count
+	}
+	c.Live, err = copyOf(live)
+	return c, d, err
+}
+
+// eachIndex runs f for 0..n-1 on as many goroutines as the process may
+// run at once; the first error stops the rest.
+func eachIndex(ctx context.Context, n int, f func(i int) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(goruntime.GOMAXPROCS(0))
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		g.Go(func() error { return f(i) })
+	}
+	return g.Wait()
+}
+
+// copyOf is live as an unstructured object of the plan's own.
+func copyOf(live runtime.Object) (*unstructured.Unstructured, error) {
+	if u, ok := live.(*unstructured.Unstructured); ok {
+		return u.DeepCopy(), nil
+	}
+	return Unstructured(live)
 }
 
 // Prune is the change that removes live, an object of the stack the
@@ -205,17 +252,22 @@ const KeptVolume = "model volume kept with its models for the workload's next cr
 // ownership refuses to take over an object that is not the stack's:
 // another stack's, or one gpuslice never created (unless adopting).
 // Namespaces are shared by design: gpuslice only adds labels to them.
-func ownership(stack string, o objects.Object, live *unstructured.Unstructured, inInventory, adopt bool) *diag.Diagnostic {
+func ownership(stack string, o objects.Object, live runtime.Object, inInventory, adopt bool) *diag.Diagnostic {
 	if o.Kind().Release || inInventory {
 		return nil
 	}
-	labels := live.GetLabels()
+	m, err := meta.Accessor(live)
+	if err != nil {
+		d := diag.Errorf(o.Address, "", "Unreadable object", "%s: %v; this is a bug in gpuslice", o.Ref(), err)
+		return &d
+	}
+	labels := m.GetLabels()
 	owner := labels[objects.LabelStack]
 	ref := o.Ref()
 	switch {
 	case owner == stack:
 		return nil
-	case owner == "" && live.GetAnnotations()[objects.AnnotationKeptFor] == o.Address:
+	case owner == "" && m.GetAnnotations()[objects.AnnotationKeptFor] == o.Address:
 		return nil // a model volume kept when its workload went: take it back
 	case labels[contract.LabelManagedBy] == contract.ManagedBy && owner != "":
 		d := diag.Errorf(o.Address, "", "Object owned by another stack",
@@ -248,9 +300,11 @@ func immutableChange(k objects.Kind, fields []FieldChange) string {
 // asks the API server only for objects gpuslice has not labelled (one in
 // the way), so a steady-state plan sends no request at all.
 type Reader interface {
-	Live(ctx context.Context, ref objects.Ref) (*unstructured.Unstructured, error)
-	// WarmKinds starts reading the kinds at once, before Live asks one by
-	// one.
+	// Object is the live object as the reader holds it, shared: plan
+	// never changes it, and copies it only into the changes it keeps.
+	Object(ctx context.Context, ref objects.Ref) (runtime.Object, error)
+	// WarmKinds starts reading the kinds at once, before Object asks one
+	// by one.
 	WarmKinds(kinds ...objects.Kind)
 	// Types is the API server's schema of a kind, which Diff compares
 	// with; WarmTypes starts fetching those of group-versions at once.
@@ -260,7 +314,7 @@ type Reader interface {
 
 // readLive finds the live objects for the desired objects and the
 // inventory.
-func readLive(ctx context.Context, r Reader, desired []objects.Object, applied []objects.Ref) (map[string]*unstructured.Unstructured, error) {
+func readLive(ctx context.Context, r Reader, desired []objects.Object, applied []objects.Ref) (map[string]runtime.Object, error) {
 	var wanted []objects.Ref
 	for _, o := range desired {
 		wanted = append(wanted, o.Ref())
@@ -279,17 +333,17 @@ func readLive(ctx context.Context, r Reader, desired []objects.Object, applied [
 		}
 	}
 	r.WarmKinds(kinds...)
-	live := map[string]*unstructured.Unstructured{}
+	live := make(map[string]runtime.Object, len(wanted))
 	for _, ref := range wanted {
 		if _, done := live[ref.Key()]; done {
 			continue
 		}
-		u, err := r.Live(ctx, ref)
+		o, err := r.Object(ctx, ref)
 		if err != nil {
 			return nil, err
 		}
-		if u != nil {
-			live[ref.Key()] = u
+		if o != nil {
+			live[ref.Key()] = o
 		}
 	}
 	return live, nil

@@ -1,8 +1,10 @@
 package plan
 
 import (
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
 
@@ -11,9 +13,11 @@ import (
 
 // ownedNotDesired is removedOwned where want is unchanged in live: each
 // field gpuslice owns is looked up in want and live by its path, its list
-// items by their keys, which every keyed item of want then carries.
-func ownedNotDesired(want any, live *unstructured.Unstructured) []FieldChange {
+// items by their keys, which every keyed item of want then carries. live
+// is converted only when such a field is found.
+func ownedNotDesired(want any, live runtime.Object) ([]FieldChange, error) {
 	var out []FieldChange
+	var liveU *unstructured.Unstructured
 	seen := map[string]bool{}
 	for p := range owned(live).All() {
 		var missing fieldpath.Path
@@ -30,11 +34,17 @@ func ownedNotDesired(want any, live *unstructured.Unstructured) []FieldChange {
 			continue
 		}
 		seen[missing.String()] = true
-		if before, ok := lookup(live.Object, missing); ok {
+		if liveU == nil {
+			var err error
+			if liveU, err = Unstructured(live); err != nil {
+				return nil, err
+			}
+		}
+		if before, ok := lookup(liveU.Object, missing); ok {
 			out = append(out, FieldChange{Path: pathString(missing), Before: before, After: nil})
 		}
 	}
-	return out
+	return out, nil
 }
 
 // removedOwned lists the fields gpuslice applied before (the gpuslice
@@ -65,9 +75,13 @@ func removedOwned(removed *fieldpath.Set, got *typed.TypedValue, live *unstructu
 
 // owned is what gpuslice applied to live: the fields of its entries in
 // live's managedFields.
-func owned(live *unstructured.Unstructured) *fieldpath.Set {
+func owned(live runtime.Object) *fieldpath.Set {
 	set := &fieldpath.Set{}
-	for _, mf := range live.GetManagedFields() {
+	m, err := meta.Accessor(live)
+	if err != nil {
+		return set
+	}
+	for _, mf := range m.GetManagedFields() {
 		if mf.Manager != objects.FieldManager || mf.Operation != metav1.ManagedFieldsOperationApply || mf.FieldsV1 == nil {
 			continue
 		}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	smdschema "sigs.k8s.io/structured-merge-diff/v6/schema"
+	"sigs.k8s.io/structured-merge-diff/v6/value"
 )
 
 // unchanged says whether live holds every field of want at the same
@@ -13,22 +14,37 @@ import (
 // atomic values are compared as Diff does (contains); scalars by value.
 // Anything else (a quantity written otherwise, a reordered list, a field
 // the schema lacks) is false, and Diff compares with the schema.
-func unchanged(s *smdschema.Schema, tr smdschema.TypeRef, want, live any) bool {
-	a, ok := s.Resolve(tr)
+//
+// live is read where it lies, the view's client-go object through
+// reflection (or an unstructured one): only the fields want names are
+// visited, and nothing of live is copied.
+func unchanged(s *smdschema.Schema, tr smdschema.TypeRef, want any, live value.Value) bool {
+	w := walker{s: s, a: value.NewFreelistAllocator()}
+	return w.unchanged(tr, want, live)
+}
+
+type walker struct {
+	s *smdschema.Schema
+	a value.Allocator
+}
+
+func (w walker) unchanged(tr smdschema.TypeRef, want any, live value.Value) bool {
+	a, ok := w.s.Resolve(tr)
 	if !ok {
 		return false
 	}
-	switch w := want.(type) {
+	switch wv := want.(type) {
 	case map[string]any:
-		l, ok := live.(map[string]any)
-		if !ok || a.Map == nil {
+		if !live.IsMap() || a.Map == nil {
 			return false
 		}
 		if a.Map.ElementRelationship == smdschema.Atomic {
-			return within(l, w)
+			return within(live.Unstructured(), wv)
 		}
-		for k, wv := range w {
-			lv, ok := l[k]
+		m := live.AsMapUsing(w.a)
+		defer w.a.Free(m)
+		for k, v := range wv {
+			lv, ok := m.GetUsing(w.a, k)
 			if !ok {
 				return false
 			}
@@ -36,32 +52,63 @@ func unchanged(s *smdschema.Schema, tr smdschema.TypeRef, want, live any) bool {
 			if f, ok := a.Map.FindField(k); ok {
 				ft = f.Type
 			}
-			if !unchanged(s, ft, wv, lv) {
+			same := w.unchanged(ft, v, lv)
+			w.a.Free(lv)
+			if !same {
 				return false
 			}
 		}
 		return true
 	case []any:
-		l, ok := live.([]any)
-		if !ok || a.List == nil || len(l) != len(w) {
+		if !live.IsList() || a.List == nil {
+			return false
+		}
+		l := live.AsListUsing(w.a)
+		defer w.a.Free(l)
+		if l.Length() != len(wv) {
 			return false
 		}
 		if a.List.ElementRelationship == smdschema.Atomic {
-			return within(l, w)
+			return within(live.Unstructured(), wv)
 		}
-		for i := range w {
-			if m, ok := w[i].(map[string]any); ok {
+		for i := range wv {
+			if m, ok := wv[i].(map[string]any); ok {
 				for _, k := range a.List.Keys {
 					if _, ok := m[k]; !ok {
 						return false
 					}
 				}
 			}
-			if !unchanged(s, a.List.ElementType, w[i], l[i]) {
+			lv := l.AtUsing(w.a, i)
+			same := w.unchanged(a.List.ElementType, wv[i], lv)
+			w.a.Free(lv)
+			if !same {
 				return false
 			}
 		}
 		return true
 	}
-	return a.Scalar != nil && sameScalar(want, live)
+	return a.Scalar != nil && sameValue(want, live)
+}
+
+// sameValue is sameScalar with live as a value.
+func sameValue(want any, live value.Value) bool {
+	switch w := want.(type) {
+	case string:
+		return live.IsString() && live.AsString() == w
+	case bool:
+		return live.IsBool() && live.AsBool() == w
+	case nil:
+		return live.IsNull()
+	}
+	x, ok := number(want)
+	switch {
+	case !ok:
+		return false
+	case live.IsInt():
+		return float64(live.AsInt()) == x
+	case live.IsFloat():
+		return live.AsFloat() == x
+	}
+	return false
 }

@@ -151,10 +151,10 @@ func (v *View) Fetch(ctx context.Context, res Resource, namespace, name string) 
 	return u, nil
 }
 
-// Live returns the live object ref names, a copy plan may keep: from the
-// view, or — when gpuslice's labels are not on it — from the API server,
-// so an object in the way is still found. nil when none exists.
-func (v *View) Live(ctx context.Context, ref objects.Ref) (*unstructured.Unstructured, error) {
+// Object returns the live object ref names: the view's own (never change
+// it), or — when gpuslice's labels are not on it — one read from the API
+// server, so an object in the way is still found. nil when none exists.
+func (v *View) Object(ctx context.Context, ref objects.Ref) (runtime.Object, error) {
 	kind, err := objects.KindOf(ref.Group, ref.Kind)
 	if err != nil {
 		return nil, err
@@ -168,7 +168,11 @@ func (v *View) Live(ctx context.Context, ref objects.Ref) (*unstructured.Unstruc
 		return nil, fmt.Errorf("read %s: %w", ref, err)
 	}
 	if obj != nil {
-		return unstructuredCopy(obj, res)
+		o, ok := obj.(runtime.Object)
+		if !ok {
+			return nil, fmt.Errorf("%T in the view of %s; this is a bug in gpuslice", obj, res)
+		}
+		return o, nil
 	}
 	if kind.Release {
 		return nil, nil
@@ -190,25 +194,31 @@ func (v *View) Live(ctx context.Context, ref objects.Ref) (*unstructured.Unstruc
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", ref, err)
 	}
+	if u == nil {
+		return nil, nil // not a nil *Unstructured in an interface
+	}
 	return u, nil
 }
 
-// unstructuredCopy is a copy of obj, from the cache of res, as
-// unstructured.
-func unstructuredCopy(obj any, res Resource) (*unstructured.Unstructured, error) {
+// Live returns a copy of Object as unstructured, which the caller may keep
+// and change; nil when none exists.
+func (v *View) Live(ctx context.Context, ref objects.Ref) (*unstructured.Unstructured, error) {
+	obj, err := v.Object(ctx, ref)
+	if err != nil || obj == nil {
+		return nil, err
+	}
 	switch o := obj.(type) {
 	case *unstructured.Unstructured:
 		return o.DeepCopy(), nil
-	case runtime.Object:
+	default:
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
 		if err != nil {
-			return nil, fmt.Errorf("convert %s to unstructured: %w", res, err)
+			return nil, fmt.Errorf("convert %s to unstructured: %w", ref, err)
 		}
 		u := &unstructured.Unstructured{Object: m}
-		u.SetGroupVersionKind(res.GVR.GroupVersion().WithKind(res.Kind))
+		u.SetGroupVersionKind(o.GetObjectKind().GroupVersionKind())
 		return u, nil
 	}
-	return nil, fmt.Errorf("%T in the view of %s; this is a bug in gpuslice", obj, res)
 }
 
 // Typed returns the objects of a typed resource as their type.
