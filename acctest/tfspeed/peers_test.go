@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -52,11 +53,15 @@ func BenchmarkPeers(b *testing.B) {
 			b.Fatalf("%s: %v (make bench-peers builds it: tools/build.sh kubectl fluxssa)", p, err)
 		}
 	}
+	baseline, commit := baselineCLI(b)
 	results := map[int][]peerRow{}
 	for b.Loop() {
 		for _, n := range sizes {
-			results[n] = []peerRow{
-				measureGpuslice(b, cli, n),
+			results[n] = []peerRow{measureGpuslice(b, "gpuslice", cli, n)}
+			if baseline != "" {
+				results[n] = append(results[n], measureGpuslice(b, "gpuslice "+commit, baseline, n))
+			}
+			results[n] = append(results[n],
 				measurePeer(b, n, "Flux ssa", func(c *cluster.Cluster, file string) []string {
 					return []string{flux, "-kubeconfig", c.KubeconfigPath, "-workers", "16", "-f", file}
 				}, nil),
@@ -65,7 +70,7 @@ func BenchmarkPeers(b *testing.B) {
 				}, func(c *cluster.Cluster, file string) []string {
 					return []string{kubectl, "--kubeconfig", c.KubeconfigPath, "diff", "--server-side", "--field-manager", "kubectl-bench", "-f", file}
 				}),
-			}
+			)
 			b.Logf("%d workloads done", n)
 		}
 	}
@@ -88,14 +93,42 @@ func benchSizes(b *testing.B, def []int) []int {
 	return sizes
 }
 
-func measureGpuslice(b *testing.B, gpuslice string, n int) peerRow {
+// baselineCLI builds the CLI of the commit GPUSLICE_BENCH_BASELINE names
+// (make bench-peers names one) from a worktree of its own, to measure
+// today's code against it in the same run; "" when none is named.
+func baselineCLI(b *testing.B) (path, commit string) {
+	commit = os.Getenv("GPUSLICE_BENCH_BASELINE")
+	if commit == "" {
+		return "", ""
+	}
+	dir := b.TempDir()
+	src := filepath.Join(dir, "src")
+	git := func(args ...string) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = "../.."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	git("worktree", "add", "--detach", src, commit)
+	defer git("worktree", "remove", "--force", src)
+	path = filepath.Join(dir, "gpuslice")
+	build := exec.Command("go", "build", "-o", path, "./cmd/gpuslice")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build the CLI of %s: %v\n%s", commit, err, out)
+	}
+	return path, commit
+}
+
+func measureGpuslice(b *testing.B, tool, gpuslice string, n int) peerRow {
 	c := startCluster(b)
 	defer c.Stop()
 	dir := b.TempDir()
 	cli := func(allowed []int, args ...string) took {
 		return run(b, dir, nil, allowed, gpuslice, append(args, "--kubeconfig", c.KubeconfigPath)...)
 	}
-	r := peerRow{tool: "gpuslice", ops: map[string]took{}}
+	r := peerRow{tool: tool, ops: map[string]took{}}
 	if err := configuration(dir, "cli", c.KubeconfigPath, n, "4096"); err != nil {
 		b.Fatal(err)
 	}
@@ -149,7 +182,7 @@ func (m manifests) yaml() []byte { return bytes.Join(m, []byte("---\n")) }
 
 // renderedObjects are the objects gpuslice applies for the stack in dir,
 // in its apply order (namespaces and cluster-wide objects first).
-func renderedObjects(b *testing.B, dir string) manifests {
+func renderedObjects(b testing.TB, dir string) manifests {
 	b.Helper()
 	cfg, diags := hclstack.Load(dir, hclstack.Options{Stack: "peers"})
 	if diags.HasErrors() {

@@ -52,7 +52,7 @@ func prepare(b *testing.B) tools {
 }
 
 // buildCLI builds the gpuslice CLI as a user runs it.
-func buildCLI(b *testing.B) string {
+func buildCLI(b testing.TB) string {
 	b.Helper()
 	path := filepath.Join(b.TempDir(), "gpuslice")
 	build := exec.Command("go", "build", "-o", path, "./cmd/gpuslice")
@@ -75,7 +75,7 @@ type took struct {
 
 // run runs a command in dir, returning how long it took; exit codes other
 // than those allowed fail the benchmark with the output.
-func run(b *testing.B, dir string, env []string, allowed []int, name string, args ...string) took {
+func run(b testing.TB, dir string, env []string, allowed []int, name string, args ...string) took {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
@@ -223,7 +223,7 @@ func measureFloor(b *testing.B, t tools, r *row) {
 	r.floorPlan, r.floorPlanCPU = plan.wall, plan.cpu
 }
 
-func startCluster(b *testing.B) *cluster.Cluster {
+func startCluster(b testing.TB) *cluster.Cluster {
 	b.Helper()
 	c, err := cluster.Start(context.Background(), cluster.Options{})
 	if err != nil {
