@@ -125,23 +125,23 @@ func TestRenderedConfigsAreAdmitted(t *testing.T) {
 			}
 			var checked []*unstructured.Unstructured
 			for _, o := range objs {
-				kind := o.Obj.GetKind()
+				kind := o.MustUnstructured().GetKind()
 				switch {
 				case strings.HasPrefix(o.Address, "gpuslice_platform."), kind == "DeviceClass":
 					// Cluster objects, installed by the admission stack.
 				case kind == "Namespace", kind == "ResourceQuota", kind == "RoleBinding":
 					// What a tenant namespace is made of: created for real.
-					if err := a.create(ctx, a.client, o.Obj.GetNamespace(), o.Obj, false); err != nil && !apierrors.IsAlreadyExists(err) {
+					if err := a.create(ctx, a.client, o.MustUnstructured().GetNamespace(), o.MustUnstructured(), false); err != nil && !apierrors.IsAlreadyExists(err) {
 						t.Fatal(err)
 					}
 				case kind == "PyTorchJob", kind == "ScaledObject", kind == "TrainJob", kind == "TrainingRuntime":
 					// Kinds of optional operators, not installed here, that
 					// no policy matches; the pods an operator makes are
 					// checked.
-					checked = append(checked, madeByControllers(t, o.Obj)...)
+					checked = append(checked, madeByControllers(t, o.MustUnstructured())...)
 				default:
-					checked = append(checked, o.Obj)
-					checked = append(checked, madeByControllers(t, o.Obj)...)
+					checked = append(checked, o.MustUnstructured())
+					checked = append(checked, madeByControllers(t, o.MustUnstructured())...)
 				}
 			}
 			// The grants policy reads each namespace's new quota through

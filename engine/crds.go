@@ -59,7 +59,7 @@ func (e *Engine) withoutUninstalledKinds(_ context.Context, objs []objects.Objec
 	for _, k := range optionalKinds {
 		rendered := false
 		for _, o := range objs {
-			if o.Obj.GetKind() == k.kind {
+			if o.GroupVersionKind().Kind == k.kind {
 				rendered = true
 			}
 		}
@@ -69,7 +69,7 @@ func (e *Engine) withoutUninstalledKinds(_ context.Context, objs []objects.Objec
 		if ok := e.served(k.apiVersion, k.kind); ok != nil && !*ok {
 			kept := make([]objects.Object, 0, len(objs))
 			for _, o := range objs {
-				if o.Obj.GetKind() != k.kind {
+				if o.GroupVersionKind().Kind != k.kind {
 					kept = append(kept, o)
 				}
 			}

@@ -204,7 +204,7 @@ func TestPlanFetchesOnlyTheSchemasItCompares(t *testing.T) {
 	}
 	want := map[string]int{"/openapi/v3": 1}
 	for _, ch := range p.Changes {
-		gv := ch.Desired.GroupVersionKind().GroupVersion()
+		gv := ch.Rendered.GroupVersionKind().GroupVersion()
 		path := "/openapi/v3/apis/" + gv.String()
 		if gv.Group == "" {
 			path = "/openapi/v3/api/" + gv.Version

@@ -77,8 +77,12 @@ func (e *Engine) guardNodePluginRemoval(ctx context.Context, p *plan.Plan) error
 // plugin: in the configuration planned, or as applied.
 func (e *Engine) forceDestroy(ctx context.Context, p *plan.Plan, namespace string) bool {
 	for _, c := range p.Changes {
-		if c.Ref.Kind == "ConfigMap" && c.Ref.Name == render.PlatformConfigMap && c.Desired != nil {
-			v, _, _ := unstructured.NestedString(c.Desired.Object, "data", "forceDestroy")
+		if c.Ref.Kind == "ConfigMap" && c.Ref.Name == render.PlatformConfigMap && !c.Rendered.None() {
+			cm, err := c.DesiredObject()
+			if err != nil {
+				return false
+			}
+			v, _, _ := unstructured.NestedString(cm.Object, "data", "forceDestroy")
 			return v == "true"
 		}
 	}

@@ -194,7 +194,7 @@ func renderedObjects(b testing.TB, dir string) manifests {
 	}
 	out := make(manifests, 0, len(objs))
 	for _, o := range objs {
-		data, err := yaml.Marshal(o.Obj.Object)
+		data, err := yaml.Marshal(o.MustUnstructured().Object)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -48,8 +48,21 @@ type Change struct {
 	// Reason explains a replace.
 	Reason string `json:"reason,omitempty"`
 
-	Desired *unstructured.Unstructured `json:"-"`
-	Live    *unstructured.Unstructured `json:"-"`
+	// Desired is what apply sends, and Live what the cluster held, for a
+	// change that does something; a no-op keeps neither, only Rendered
+	// (nothing for an object removed from the configuration).
+	Desired  *unstructured.Unstructured `json:"-"`
+	Live     *unstructured.Unstructured `json:"-"`
+	Rendered objects.Object             `json:"-"`
+}
+
+// DesiredObject is Desired, converted from Rendered for a no-op; nil for
+// an object removed from the configuration.
+func (c Change) DesiredObject() (*unstructured.Unstructured, error) {
+	if c.Desired != nil || c.Rendered.None() {
+		return c.Desired, nil
+	}
+	return c.Rendered.Unstructured()
 }
 
 // Plan is everything apply would do for a stack.
@@ -114,7 +127,7 @@ func Make(ctx context.Context, r Reader, stack string, desired []objects.Object,
 	// The schemas of the objects to compare, fetched together.
 	var gvs []schema.GroupVersion
 	for _, o := range desired {
-		if gv := o.Obj.GroupVersionKind().GroupVersion(); live[o.Ref().Key()] != nil && !slices.Contains(gvs, gv) {
+		if gv := o.GroupVersionKind().GroupVersion(); live[o.Ref().Key()] != nil && !slices.Contains(gvs, gv) {
 			gvs = append(gvs, gv)
 		}
 	}
@@ -171,18 +184,22 @@ func Make(ctx context.Context, r Reader, stack string, desired []objects.Object,
 }
 
 // compare plans one desired object against its live one (nil when none).
-// A change that does nothing keeps no copy of live: a plan of thousands
-// of unchanged objects holds only the view's own.
+// A change that does nothing keeps no copy of either: a plan of thousands
+// of unchanged objects holds only the rendered objects and the view's.
 func compare(ctx context.Context, r Reader, stack string, o objects.Object, live runtime.Object, inInventory bool, opts Options) (Change, *diag.Diagnostic, error) {
 	ref := o.Ref()
-	c := Change{Ref: ref, Address: o.Address, Desired: o.Obj}
+	c := Change{Ref: ref, Address: o.Address, Rendered: o}
+	desired, err := o.Unstructured()
+	if err != nil {
+		return c, nil, err
+	}
 	if live == nil {
-		c.Action = Create
+		c.Action, c.Desired = Create, desired
 		return c, nil, nil
 	}
 	d := ownership(stack, o, live, inInventory, opts.Adopt)
-	c.Desired = leaveReplicas(o.Obj)
-	types, err := r.Types(ctx, o.Obj.GroupVersionKind())
+	c.Desired = leaveReplicas(desired)
+	types, err := r.Types(ctx, o.GroupVersionKind())
 	if err != nil {
 		return c, d, fmt.Errorf("plan %s: %w", ref, err)
 	}
@@ -191,14 +208,14 @@ func compare(ctx context.Context, r Reader, stack string, o objects.Object, live
 		return c, d, fmt.Errorf("plan %s: %w", o.Address, err)
 	}
 	c.Fields = withoutReplicas(c.Desired, fields)
-	c.Action = NoOp
 	if len(c.Fields) == 0 {
+		c.Action, c.Desired = NoOp, nil
 		return c, d, nil
 	}
 	c.Action = Update
 	if reason := immutableChange(o.Kind(), c.Fields); reason != "" {
 		c.Action, c.Reason = Replace, reason
-		c.Desired = o.Obj // created again, so with its initial count
+		c.Desired = desired // created again, so with its initial count
 	}
 	c.Live, err = copyOf(live)
 	return c, d, err

@@ -33,8 +33,8 @@ type Writer struct {
 func (p *Plan) DesiredObjects() []objects.Object {
 	var out []objects.Object
 	for _, c := range p.Changes {
-		if c.Desired != nil {
-			out = append(out, objects.Object{Address: c.Address, Obj: c.Desired})
+		if !c.Rendered.None() {
+			out = append(out, c.Rendered)
 		}
 	}
 	return out
@@ -47,7 +47,11 @@ func (p *Plan) Digest() string {
 	sort.Slice(objs, func(i, j int) bool { return objs[i].Ref().Key() < objs[j].Ref().Key() })
 	h := sha256.New()
 	for _, o := range objs {
-		data, _ := json.Marshal(o.Obj.Object) // map keys come out sorted
+		u, err := o.Unstructured()
+		if err != nil {
+			continue // the plan that rendered it failed on it
+		}
+		data, _ := json.Marshal(u.Object) // map keys come out sorted
 		h.Write(data)
 		h.Write([]byte{'\n'})
 	}

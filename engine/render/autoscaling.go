@@ -58,10 +58,7 @@ func (r renderer) autoscaler(w *spec.Workload, apiVersion, kind string) ([]objec
 	for _, m := range as.Metrics {
 		hpa.Spec.Metrics = append(hpa.Spec.Metrics, metricSpec(m))
 	}
-	o, err := object(w.Address, hpa, "autoscaling/v2", "HorizontalPodAutoscaler")
-	if err != nil {
-		return nil, err
-	}
+	o := object(w.Address, hpa, "autoscaling/v2", "HorizontalPodAutoscaler")
 	return []objects.Object{o}, nil
 }
 

@@ -53,5 +53,5 @@ func (r renderer) scaledObject(w *spec.Workload, apiVersion, kind string) object
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": KEDAAPIVersion, "kind": KEDAKind, "metadata": unstructuredMeta(meta), "spec": so,
 	}}
-	return objects.Object{Address: w.Address, Obj: u}
+	return objects.FromUnstructured(w.Address, u)
 }

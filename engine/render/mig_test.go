@@ -32,9 +32,9 @@ func objectOf[T any](t *testing.T, s *spec.Stack, kind string) *T {
 		t.Fatal(err)
 	}
 	for _, o := range objs {
-		if o.Obj.GetKind() == kind {
+		if o.MustUnstructured().GetKind() == kind {
 			out := new(T)
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Obj.Object, out); err != nil {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.MustUnstructured().Object, out); err != nil {
 				t.Fatal(err)
 			}
 			return out

@@ -56,10 +56,7 @@ func (r renderer) chart(p *spec.Platform) ([]objects.Object, error) {
 		maps.Copy(annotations, meta.Annotations)
 		accessor.SetAnnotations(annotations)
 		gvk := t.GetObjectKind().GroupVersionKind()
-		o, err := object(p.Address, t, gvk.GroupVersion().String(), gvk.Kind)
-		if err != nil {
-			return nil, err
-		}
+		o := object(p.Address, t, gvk.GroupVersion().String(), gvk.Kind)
 		out = append(out, o)
 	}
 	return out, nil

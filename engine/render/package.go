@@ -93,10 +93,7 @@ func (r renderer) pkg(p *spec.Package) ([]objects.Object, error) {
 	meta := r.meta(p.Address, "", p.Name, dc.Labels)
 	maps.Copy(meta.Annotations, dc.Annotations)
 	dc.ObjectMeta = meta
-	o, err := object(p.Address, dc, "resource.k8s.io/v1", "DeviceClass")
-	if err != nil {
-		return nil, err
-	}
+	o := object(p.Address, dc, "resource.k8s.io/v1", "DeviceClass")
 	return []objects.Object{o}, nil
 }
 

@@ -16,27 +16,17 @@ import (
 const PlatformConfigMap = "gpuslice-platform"
 
 func (r renderer) platform(p *spec.Platform) ([]objects.Object, error) {
-	ns, err := object(p.Address, &corev1.Namespace{ObjectMeta: r.meta(p.Address, "", p.Namespace, nil)}, "v1", "Namespace")
-	if err != nil {
-		return nil, err
-	}
+	ns := object(p.Address, &corev1.Namespace{ObjectMeta: r.meta(p.Address, "", p.Namespace, nil)}, "v1", "Namespace")
 	fractions := make([]string, len(p.Fractions))
 	for i, f := range p.Fractions {
 		fractions[i] = strconv.Itoa(f)
 	}
-	cm, err := object(p.Address, &corev1.ConfigMap{
-		ObjectMeta: r.meta(p.Address, p.Namespace, PlatformConfigMap, nil),
-		Data: map[string]string{
-			"fractions":         strings.Join(fractions, ","),
-			"tenantLabel":       p.TenantLabel,
-			"admissionPolicies": strconv.FormatBool(p.AdmissionPolicies),
-			"schedulerUsers":    strings.Join(p.SchedulerUsersOrDefault(), ","),
-		},
-	}, "v1", "ConfigMap")
-	if err != nil {
-		return nil, err
+	data := map[string]string{
+		"fractions":         strings.Join(fractions, ","),
+		"tenantLabel":       p.TenantLabel,
+		"admissionPolicies": strconv.FormatBool(p.AdmissionPolicies),
+		"schedulerUsers":    strings.Join(p.SchedulerUsersOrDefault(), ","),
 	}
-	data := cm.Obj.Object["data"].(map[string]any)
 	if p.ForceDestroy {
 		data["forceDestroy"] = "true"
 	}
@@ -50,10 +40,8 @@ func (r renderer) platform(p *spec.Platform) ([]objects.Object, error) {
 			data[key] = strconv.FormatBool(*on)
 		}
 	}
-	role, err := r.tenantClusterRole(p)
-	if err != nil {
-		return nil, err
-	}
+	cm := object(p.Address, &corev1.ConfigMap{ObjectMeta: r.meta(p.Address, p.Namespace, PlatformConfigMap, nil), Data: data}, "v1", "ConfigMap")
+	role := r.tenantClusterRole(p)
 	out := []objects.Object{ns, cm, role}
 	if p.Runner != nil || p.Reconcile != nil {
 		runner, err := r.runnerRBAC(p)

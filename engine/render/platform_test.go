@@ -24,8 +24,8 @@ func TestPlatformOfRoundTrip(t *testing.T) {
 	}
 	var cm corev1.ConfigMap
 	for _, o := range objs {
-		if o.Obj.GetKind() == "ConfigMap" && o.Obj.GetName() == render.PlatformConfigMap {
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Obj.Object, &cm); err != nil {
+		if o.MustUnstructured().GetKind() == "ConfigMap" && o.MustUnstructured().GetName() == render.PlatformConfigMap {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.MustUnstructured().Object, &cm); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -66,14 +66,11 @@ func (r renderer) policies(p *spec.Platform) ([]objects.Object, error) {
 		// pass because an expression failed.
 		pol.spec.FailurePolicy = ptr.To(admissionv1.Fail)
 		pol.spec.MatchConstraints.MatchPolicy = ptr.To(admissionv1.Equivalent)
-		vap, err := object(p.Address, &admissionv1.ValidatingAdmissionPolicy{
+		vap := object(p.Address, &admissionv1.ValidatingAdmissionPolicy{
 			ObjectMeta: r.meta(p.Address, "", name, nil),
 			Spec:       pol.spec,
 		}, "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy")
-		if err != nil {
-			return nil, err
-		}
-		binding, err := object(p.Address, &admissionv1.ValidatingAdmissionPolicyBinding{
+		binding := object(p.Address, &admissionv1.ValidatingAdmissionPolicyBinding{
 			ObjectMeta: r.meta(p.Address, "", name, nil),
 			Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
 				PolicyName:        name,
@@ -82,9 +79,6 @@ func (r renderer) policies(p *spec.Platform) ([]objects.Object, error) {
 				MatchResources:    &admissionv1.MatchResources{NamespaceSelector: tenants},
 			},
 		}, "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding")
-		if err != nil {
-			return nil, err
-		}
 		out = append(out, vap, binding)
 	}
 	return out, nil

@@ -15,7 +15,7 @@ func kinds(t *testing.T, s *spec.Stack) map[string][]string {
 	}
 	out := map[string][]string{}
 	for _, o := range objs {
-		out[o.Obj.GetKind()] = append(out[o.Obj.GetKind()], o.Obj.GetNamespace()+"/"+o.Obj.GetName())
+		out[o.MustUnstructured().GetKind()] = append(out[o.MustUnstructured().GetKind()], o.MustUnstructured().GetNamespace()+"/"+o.MustUnstructured().GetName())
 	}
 	return out
 }

@@ -48,7 +48,7 @@ func (r renderer) pyTorchJob(w *spec.Workload, template corev1.PodTemplateSpec) 
 	if err != nil {
 		return objects.Object{}, fmt.Errorf("render PyTorchJob %s: %w", w.Address, err)
 	}
-	prune(pod)
+	objects.Prune(pod)
 	replica := func(n int32) map[string]any {
 		return map[string]any{"replicas": int64(n), "restartPolicy": string(corev1.RestartPolicyOnFailure),
 			"template": runtime.DeepCopyJSON(pod)}
@@ -69,7 +69,7 @@ func (r renderer) pyTorchJob(w *spec.Workload, template corev1.PodTemplateSpec) 
 			},
 		},
 	}}
-	return objects.Object{Address: w.Address, Obj: u}, nil
+	return objects.FromUnstructured(w.Address, u), nil
 }
 
 // unstructuredMeta is the metadata of an object rendered unstructured (a

@@ -35,19 +35,13 @@ func (r renderer) quota(q *spec.Quota) ([]objects.Object, error) {
 		Labels:      map[string]string{r.tenantLabel(): "true"},
 		Annotations: map[string]string{objects.AnnotationAddress: q.Address},
 	}}
-	nsObj, err := object(q.Address, ns, "v1", "Namespace")
-	if err != nil {
-		return nil, err
-	}
+	nsObj := object(q.Address, ns, "v1", "Namespace")
 
 	hard := QuotaHard(r.stack, q)
-	rq, err := object(q.Address, &corev1.ResourceQuota{
+	rq := object(q.Address, &corev1.ResourceQuota{
 		ObjectMeta: r.meta(q.Address, q.Namespace, QuotaName, nil),
 		Spec:       corev1.ResourceQuotaSpec{Hard: hard},
 	}, "v1", "ResourceQuota")
-	if err != nil {
-		return nil, err
-	}
 	binding, err := r.tenantRoleBinding(q)
 	if err != nil {
 		return nil, err

@@ -48,7 +48,7 @@ func tenantRules() []rbacv1.PolicyRule {
 
 // tenantClusterRole is the platform's role for tenant users; quotas bind it
 // per namespace, so the platform need not know the tenants.
-func (r renderer) tenantClusterRole(p *spec.Platform) (objects.Object, error) {
+func (r renderer) tenantClusterRole(p *spec.Platform) objects.Object {
 	return object(p.Address, &rbacv1.ClusterRole{
 		ObjectMeta: r.meta(p.Address, "", TenantRole, nil),
 		Rules:      tenantRules(),
@@ -68,13 +68,10 @@ func (r renderer) tenantRoleBinding(q *spec.Quota) ([]objects.Object, error) {
 	if len(subjects) == 0 {
 		return nil, nil
 	}
-	o, err := object(q.Address, &rbacv1.RoleBinding{
+	o := object(q.Address, &rbacv1.RoleBinding{
 		ObjectMeta: r.meta(q.Address, q.Namespace, TenantRole, nil),
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: TenantRole},
 		Subjects:   subjects,
 	}, "rbac.authorization.k8s.io/v1", "RoleBinding")
-	if err != nil {
-		return nil, err
-	}
 	return []objects.Object{o}, nil
 }

@@ -6,11 +6,9 @@
 package render
 
 import (
-	"fmt"
 	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/gpuslice/gpuslice/contract"
@@ -71,46 +69,7 @@ func (r renderer) tenantLabel() string {
 	return contract.LabelTenant
 }
 
-// object converts a typed object to the unstructured form apply sends,
-// without the empty fields typed structs always serialise.
-func object(address string, typed runtime.Object, apiVersion, kind string) (objects.Object, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(typed)
-	if err != nil {
-		return objects.Object{}, fmt.Errorf("render %s %s: %w", kind, address, err)
-	}
-	delete(m, "status") // written by controllers, never applied
-	prune(m)
-	u := &unstructured.Unstructured{Object: m}
-	u.SetAPIVersion(apiVersion)
-	u.SetKind(kind)
-	return objects.Object{Address: address, Obj: u}, nil
-}
-
-// prune removes nulls and empty maps and lists, which carry no intent and
-// would otherwise claim fields under server-side apply. emptyDir: {} is
-// meaningful and kept.
-func prune(m map[string]any) bool {
-	for k, v := range m {
-		switch t := v.(type) {
-		case nil:
-			delete(m, k)
-		case map[string]any:
-			if k == "emptyDir" {
-				continue
-			}
-			if prune(t) {
-				delete(m, k)
-			}
-		case []any:
-			for _, e := range t {
-				if em, ok := e.(map[string]any); ok {
-					prune(em)
-				}
-			}
-			if len(t) == 0 {
-				delete(m, k)
-			}
-		}
-	}
-	return len(m) == 0
+// object is typed, rendered for the resource at address.
+func object(address string, typed runtime.Object, apiVersion, kind string) objects.Object {
+	return objects.New(address, typed, apiVersion, kind)
 }

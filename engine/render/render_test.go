@@ -37,7 +37,7 @@ func TestGolden(t *testing.T) {
 			}
 			var buf bytes.Buffer
 			for _, o := range objs {
-				y, err := yaml.Marshal(o.Obj.Object)
+				y, err := yaml.Marshal(o.MustUnstructured().Object)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -106,10 +106,7 @@ func (r renderer) runnerRBAC(p *spec.Platform) ([]objects.Object, error) {
 		m.SetLabels(meta.Labels)
 		m.SetAnnotations(meta.Annotations)
 		gvk := t.GetObjectKind().GroupVersionKind()
-		obj, err := object(p.Address, t, gvk.GroupVersion().String(), gvk.Kind)
-		if err != nil {
-			return nil, err
-		}
+		obj := object(p.Address, t, gvk.GroupVersion().String(), gvk.Kind)
 		out = append(out, obj)
 	}
 	return out, nil

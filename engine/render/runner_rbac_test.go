@@ -61,9 +61,9 @@ func TestPlatformBindsTheRunner(t *testing.T) {
 	}
 	found := map[string]string{}
 	for _, o := range objs {
-		if o.Obj.GetAPIVersion() == "rbac.authorization.k8s.io/v1" {
-			subjects, _, _ := unstructured.NestedSlice(o.Obj.Object, "subjects")
-			found[o.Obj.GetKind()+" "+o.Obj.GetNamespace()+"/"+o.Obj.GetName()] = fmt.Sprint(subjects)
+		if o.MustUnstructured().GetAPIVersion() == "rbac.authorization.k8s.io/v1" {
+			subjects, _, _ := unstructured.NestedSlice(o.MustUnstructured().Object, "subjects")
+			found[o.MustUnstructured().GetKind()+" "+o.MustUnstructured().GetNamespace()+"/"+o.MustUnstructured().GetName()] = fmt.Sprint(subjects)
 		}
 	}
 	subject := "[map[kind:ServiceAccount name:atlantis namespace:ci]]"
@@ -94,10 +94,10 @@ func TestReconcileGetsTheRunnerRole(t *testing.T) {
 	var role bool
 	for _, o := range objs {
 		switch {
-		case o.Obj.GetKind() == "ClusterRole" && o.Obj.GetName() == contract.RunnerRole:
+		case o.MustUnstructured().GetKind() == "ClusterRole" && o.MustUnstructured().GetName() == contract.RunnerRole:
 			role = true
-		case strings.HasPrefix(o.Obj.GetName(), contract.RunnerRole+"-") || strings.HasPrefix(o.Obj.GetName(), contract.RunnerStateRole):
-			t.Errorf("a reconcile block without a runner block renders %s %s", o.Obj.GetKind(), o.Obj.GetName())
+		case strings.HasPrefix(o.MustUnstructured().GetName(), contract.RunnerRole+"-") || strings.HasPrefix(o.MustUnstructured().GetName(), contract.RunnerStateRole):
+			t.Errorf("a reconcile block without a runner block renders %s %s", o.MustUnstructured().GetKind(), o.MustUnstructured().GetName())
 		}
 	}
 	if !role {
@@ -121,7 +121,7 @@ func TestPlatformRendersTheRunnerRoleOnce(t *testing.T) {
 	}
 	seen := map[string]int{}
 	for _, o := range objs {
-		key := o.Obj.GetKind() + " " + o.Obj.GetNamespace() + "/" + o.Obj.GetName()
+		key := o.MustUnstructured().GetKind() + " " + o.MustUnstructured().GetNamespace() + "/" + o.MustUnstructured().GetName()
 		if seen[key]++; seen[key] > 1 {
 			t.Errorf("%s rendered twice", key)
 		}

@@ -98,10 +98,6 @@ func trainingEnv(w *spec.Workload) []corev1.EnvVar {
 }
 
 // appendObject renders typed and appends it to out.
-func appendObject(out []objects.Object, address string, typed runtime.Object, apiVersion, kind string) ([]objects.Object, error) {
-	o, err := object(address, typed, apiVersion, kind)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, o), nil
+func appendObject(out []objects.Object, address string, typed runtime.Object, apiVersion, kind string) []objects.Object {
+	return append(out, object(address, typed, apiVersion, kind))
 }

@@ -49,7 +49,7 @@ func (r renderer) trainJob(w *spec.Workload, template corev1.PodTemplateSpec) ([
 	if err != nil {
 		return nil, fmt.Errorf("render TrainingRuntime %s: %w", w.Address, err)
 	}
-	prune(pod)
+	objects.Prune(pod)
 	labels := map[string]string{"app.kubernetes.io/name": w.Name, objects.LabelWorkload: w.Name}
 	runtimeSpec := map[string]any{
 		"mlPolicy": map[string]any{
@@ -86,5 +86,5 @@ func (r renderer) trainJob(w *spec.Workload, template corev1.PodTemplateSpec) ([
 			"annotations": map[string]any{AnnotationRuntimeDigest: hex.EncodeToString(sum[:8])},
 		},
 	}}
-	return []objects.Object{{Address: w.Address, Obj: rt}, {Address: w.Address, Obj: job}}, nil
+	return []objects.Object{objects.FromUnstructured(w.Address, rt), objects.FromUnstructured(w.Address, job)}, nil
 }

@@ -98,28 +98,20 @@ func WorkloadSelector(w *spec.Workload) map[string]string {
 // and the preload Job.
 func (r renderer) workload(w *spec.Workload) ([]objects.Object, error) {
 	workloadLabels := map[string]string{"app.kubernetes.io/name": w.Name, objects.LabelWorkload: w.Name}
-	out, err := appendObject(nil, w.Address, r.claimTemplate(w), "resource.k8s.io/v1", "ResourceClaimTemplate")
+	out := appendObject(nil, w.Address, r.claimTemplate(w), "resource.k8s.io/v1", "ResourceClaimTemplate")
+	if w.ModelVolume != nil && w.Kind != spec.KindStatefulSet {
+		out = appendObject(out, w.Address, r.modelVolume(w, workloadLabels), "v1", "PersistentVolumeClaim")
+	}
+	template := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: PodLabels(w), Annotations: podAnnotations(w)}, Spec: r.podSpec(w)}
+	out, err := r.controller(out, w, template, workloadLabels)
 	if err != nil {
 		return nil, err
 	}
-	if w.ModelVolume != nil && w.Kind != spec.KindStatefulSet {
-		if out, err = appendObject(out, w.Address, r.modelVolume(w, workloadLabels), "v1", "PersistentVolumeClaim"); err != nil {
-			return nil, err
-		}
-	}
-	template := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: PodLabels(w), Annotations: podAnnotations(w)}, Spec: r.podSpec(w)}
-	if out, err = r.controller(out, w, template, workloadLabels); err != nil {
-		return nil, err
-	}
 	if w.Expose != nil {
-		if out, err = appendObject(out, w.Address, r.exposeService(w, workloadLabels), "v1", "Service"); err != nil {
-			return nil, err
-		}
+		out = appendObject(out, w.Address, r.exposeService(w, workloadLabels), "v1", "Service")
 	}
 	if len(w.PreloadModels) > 0 {
-		if out, err = appendObject(out, w.Address, r.preloadJob(w), "batch/v1", "Job"); err != nil {
-			return nil, err
-		}
+		out = appendObject(out, w.Address, r.preloadJob(w), "batch/v1", "Job")
 	}
 	return out, nil
 }
@@ -184,10 +176,7 @@ func (r renderer) controller(out []objects.Object, w *spec.Workload, template co
 		// Plan and apply leave the replica count to the autoscaler.
 		workload.(metav1.Object).GetAnnotations()[objects.AnnotationAutoscaledBy] = autoscaledBy(w)
 	}
-	out, err := appendObject(out, w.Address, workload, apiVersion, kind)
-	if err != nil {
-		return nil, err
-	}
+	out = appendObject(out, w.Address, workload, apiVersion, kind)
 	hpa, err := r.autoscaler(w, apiVersion, kind)
 	if err != nil {
 		return nil, err
@@ -260,10 +249,7 @@ func (r renderer) job(out []objects.Object, w *spec.Workload, template corev1.Po
 		return append(out, objs...), nil, nil
 	case w.Distributed():
 		job, svc := r.training(w, template)
-		out, err := appendObject(out, w.Address, svc, "v1", "Service")
-		if err != nil {
-			return nil, nil, err
-		}
+		out := appendObject(out, w.Address, svc, "v1", "Service")
 		return out, job, nil
 	}
 	template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure

@@ -167,25 +167,6 @@ func KindOf(group, kind string) (Kind, error) {
 	return Kind{}, fmt.Errorf("gpuslice does not manage %s objects (group %q)", kind, group)
 }
 
-// Object is one rendered object and the resource it came from.
-type Object struct {
-	Address string
-	Obj     *unstructured.Unstructured
-}
-
-// Ref returns the object's Ref.
-func (o Object) Ref() Ref { return RefOf(o.Obj) }
-
-// Kind returns how the object's kind is handled; rendered kinds are always
-// known.
-func (o Object) Kind() Kind {
-	k, err := KindOf(o.Obj.GroupVersionKind().Group, o.Obj.GetKind())
-	if err != nil {
-		panic(err)
-	}
-	return k
-}
-
 // Sort orders objects by apply level, then kind, namespace and name.
 func Sort(objs []Object) {
 	sort.SliceStable(objs, func(i, j int) bool {

@@ -104,7 +104,7 @@ func cluster(t *testing.T, s *spec.Stack) *view.View {
 	}
 	var us []runtime.Object
 	for _, o := range objs {
-		us = append(us, o.Obj)
+		us = append(us, o.MustUnstructured())
 	}
 	v, _ := viewtest.New(t, us...)
 	return v

@@ -1,0 +1,114 @@
+package objects
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Object is one rendered object and the resource it came from, kept as it
+// was rendered: a client-go object (or unstructured, for the kinds
+// client-go does not know). A stack of thousands of objects is held at a
+// third of the memory of unstructured maps; Unstructured converts one
+// where it is compared or applied.
+type Object struct {
+	Address string
+	src     runtime.Object
+	gvk     schema.GroupVersionKind
+}
+
+// New is obj, rendered for the resource at address, as apiVersion/kind.
+func New(address string, obj runtime.Object, apiVersion, kind string) Object {
+	return Object{Address: address, src: obj, gvk: schema.FromAPIVersionAndKind(apiVersion, kind)}
+}
+
+// FromUnstructured is u, rendered for the resource at address.
+func FromUnstructured(address string, u *unstructured.Unstructured) Object {
+	return Object{Address: address, src: u, gvk: u.GroupVersionKind()}
+}
+
+// Unstructured is the object as it is applied: without status (written by
+// controllers), nulls and empty maps and lists (they carry no intent and
+// would claim fields under server-side apply). A client-go object is
+// converted each time, into a copy of the caller's; an unstructured one is
+// the object itself, never to be changed.
+func (o Object) Unstructured() (*unstructured.Unstructured, error) {
+	if u, ok := o.src.(*unstructured.Unstructured); ok {
+		return u, nil
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o.src)
+	if err != nil {
+		return nil, fmt.Errorf("render %s %s: %w", o.gvk.Kind, o.Address, err)
+	}
+	delete(m, "status")
+	Prune(m)
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(o.gvk)
+	return u, nil
+}
+
+// MustUnstructured is Unstructured for tests and for objects known to
+// convert (every client-go type does).
+func (o Object) MustUnstructured() *unstructured.Unstructured {
+	u, err := o.Unstructured()
+	if err != nil {
+		panic(err)
+	}
+	return u
+}
+
+// None says whether o is the zero Object, which names nothing.
+func (o Object) None() bool { return o.src == nil }
+
+// GroupVersionKind is the object's API version and kind.
+func (o Object) GroupVersionKind() schema.GroupVersionKind { return o.gvk }
+
+// Ref returns the object's Ref.
+func (o Object) Ref() Ref {
+	m, err := meta.Accessor(o.src)
+	if err != nil {
+		panic(fmt.Sprintf("rendered %T has no metadata: %v", o.src, err)) // every rendered kind has
+	}
+	return Ref{Group: o.gvk.Group, Kind: o.gvk.Kind, Namespace: m.GetNamespace(), Name: m.GetName()}
+}
+
+// Kind returns how the object's kind is handled; rendered kinds are always
+// known.
+func (o Object) Kind() Kind {
+	k, err := KindOf(o.gvk.Group, o.gvk.Kind)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+// Prune removes nulls and empty maps and lists; emptyDir: {} is meaningful
+// and kept. It says whether m is left empty.
+func Prune(m map[string]any) bool {
+	for k, v := range m {
+		switch t := v.(type) {
+		case nil:
+			delete(m, k)
+		case map[string]any:
+			if k == "emptyDir" {
+				continue
+			}
+			if Prune(t) {
+				delete(m, k)
+			}
+		case []any:
+			for _, e := range t {
+				if em, ok := e.(map[string]any); ok {
+					Prune(em)
+				}
+			}
+			if len(t) == 0 {
+				delete(m, k)
+			}
+		}
+	}
+	return len(m) == 0
+}
