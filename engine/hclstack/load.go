@@ -2,11 +2,9 @@ package hclstack
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -40,9 +38,6 @@ type Config struct {
 	// Locate.
 	resources map[string]*node
 	models    tables.GPUModels
-
-	mu       sync.Mutex
-	reparsed map[string]*hclsyntax.Body // by file, for Locate after compact
 }
 
 // Output is a declared output value.
@@ -160,57 +155,24 @@ func (c *Config) Locate(d diag.Diagnostic) diag.Diagnostic {
 	if !ok {
 		return d
 	}
-	r := locate(c.bodyOf(n), n.declRange, d.Attribute)
+	r := locate(n.body, n.declRange, d.Attribute)
 	d.Range = rangeOf(&r)
 	return d
 }
 
-// compact lets go of the syntax trees and values that evaluating the
-// configuration needed, once it is evaluated: a plan of thousands of
-// resources then holds only their specs. A configuration with outputs
-// keeps them, to evaluate its outputs again with what apply learns.
+// compact lets go of what evaluating the configuration needed once it is
+// evaluated: the graph, the expressions and every resource's value (a
+// plan of thousands of resources then holds their specs, and the bodies
+// Locate reads). A configuration with outputs keeps it all, to evaluate
+// its outputs again with what apply learns.
 func (c *Config) compact() {
 	if len(c.Outputs) > 0 {
 		return
 	}
 	c.root = nil
 	for addr, n := range c.resources {
-		c.resources[addr] = &node{addr: n.addr, kind: n.kind, declRange: n.declRange}
+		c.resources[addr] = &node{addr: n.addr, kind: n.kind, declRange: n.declRange, body: n.body}
 	}
-}
-
-// bodyOf is the body of a resource block, parsed again from its file when
-// compact let go of it (a diagnostic after planning is rare; a file that
-// changed since is read as it is now, and an unreadable one leaves the
-// diagnostic at the block).
-func (c *Config) bodyOf(n *node) *hclsyntax.Body {
-	if n.body != nil {
-		return n.body
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	file := n.declRange.Filename
-	body, ok := c.reparsed[file]
-	if !ok {
-		if src, err := os.ReadFile(file); err == nil {
-			if f, hd := hclsyntax.ParseConfig(src, file, hcl.InitialPos); !hd.HasErrors() {
-				body = bodyOf(f.Body)
-			}
-		}
-		if c.reparsed == nil {
-			c.reparsed = map[string]*hclsyntax.Body{}
-		}
-		c.reparsed[file] = body
-	}
-	if body == nil {
-		return nil
-	}
-	for _, b := range body.Blocks {
-		if r := b.DefRange(); r.Start.Byte == n.declRange.Start.Byte && r.End.Byte == n.declRange.End.Byte {
-			return b.Body
-		}
-	}
-	return nil
 }
 
 // bodyOf returns the syntax body of an hcl.Body from a .tf file.
