@@ -181,22 +181,22 @@ func (s *Snapshot) loadPods(ctx context.Context, v *view.View, w *spec.Workload)
 	return nil
 }
 
-// scaledToZero says whether w's Deployment or StatefulSet, observed by
-// its controller at its current generation, wants no pod and has none:
-// then it has no pods to read, and a namespace of such workloads is
-// diagnosed without reading its pods. (Pods that carry the workload's
-// label but are not its controller's are not its replicas.)
+// scaledToZero says whether w's Deployment or StatefulSet wants no pod
+// and reports none: then it has no pods to read, and a namespace of such
+// workloads is diagnosed without reading its pods. A new one its
+// controller has not reported on yet has none either, so this does not
+// wait for the controller, and a plan right after an apply reads the same
+// as a later one. (Pods that carry the workload's label but are not its
+// controller's are not its replicas.)
 func (s *Snapshot) scaledToZero(w *spec.Workload) bool {
 	key := w.Namespace + "/" + w.Name
 	switch w.Kind {
 	case spec.KindDeployment:
 		d := s.deployments[key]
-		return d != nil && d.Spec.Replicas != nil && *d.Spec.Replicas == 0 &&
-			d.Status.ObservedGeneration >= d.Generation && d.Status.Replicas == 0
+		return d != nil && d.Spec.Replicas != nil && *d.Spec.Replicas == 0 && d.Status.Replicas == 0
 	case spec.KindStatefulSet:
 		st := s.statefulSet[key]
-		return st != nil && st.Spec.Replicas != nil && *st.Spec.Replicas == 0 &&
-			st.Status.ObservedGeneration >= st.Generation && st.Status.Replicas == 0
+		return st != nil && st.Spec.Replicas != nil && *st.Spec.Replicas == 0 && st.Status.Replicas == 0
 	}
 	return false
 }
