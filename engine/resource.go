@@ -56,9 +56,9 @@ func (rc ResourceContext) PackageNames() []string {
 // packages (every resource renders with them), the published slices (the
 // workloads' checks) and the stacks' inventories. A Terraform run calls it
 // once configured, before it knows the configuration's namespaces; what is
-// read in a namespace starts with the first resource that names it
-// (prefetchNamespaces). Terraform plans a workload only after the package
-// and quota it names, so its namespace is listed meanwhile.
+// read in a namespace starts with the first resource that needs it there
+// (prefetchStack). Terraform plans a workload only after the package
+// and quota it names, so its namespace's quotas are listed meanwhile.
 func (e *Engine) Prefetch() {
 	e.view.Warm(platformConfigMaps, packageClasses)
 	e.view.Warm(checks.Reads()...)
@@ -75,51 +75,32 @@ var (
 	inventoryConfigMaps = view.ManagedKind("", "ConfigMap")
 )
 
-// namespaceReads are what reading, checking, planning and diagnosing a
-// quota or workload read in its namespace.
-var namespaceReads = func() []view.Resource {
-	var out []view.Resource
-	seen := map[view.Resource]bool{}
-	for _, reads := range [][]view.Resource{readback.QuotaReads(), readback.WorkloadReads(), checks.NamespaceReads(), status.NamespaceReads(),
-		{view.ManagedKind("resource.k8s.io", "ResourceClaimTemplate")}} {
-		for _, r := range reads {
-			if !seen[r] {
-				seen[r] = true
-				out = append(out, r)
-			}
-		}
-	}
-	return out
-}()
-
-// prefetchNamespaces starts, without waiting, the informers of every
-// namespace read in each of namespaces, and of the namespace itself: the
-// first resource of a run that names a namespace starts them all, so the
-// resources after it find the namespace listed, and a run reads no more
-// than the namespaces it names.
-func (e *Engine) prefetchNamespaces(namespaces ...string) {
-	if len(namespaces) == 0 {
-		return
-	}
-	res := make([]view.Resource, 0, len(namespaces)+len(namespaceReads))
-	for _, ns := range namespaces {
-		res = append(res, view.NamespaceNamed(ns))
-	}
-	e.view.WarmIn(namespaces, append(res, namespaceReads...)...)
-}
-
-// prefetchStack is prefetchNamespaces for the namespaces of a stack's
-// quotas and workloads.
+// prefetchStack starts, without waiting, the informers of what reading
+// back, checking, planning and diagnosing the stack's quotas and
+// workloads read in their namespaces: the kinds each resource renders or
+// checks with, not every kind gpuslice may read there, so a namespace
+// pays one read per kind its resources have. A quota's namespace is read
+// by name too (the quota labels it). In a Terraform run the first
+// resource of a kind in a namespace starts its informer, and the
+// resources after it find it listed.
 func (e *Engine) prefetchStack(s *spec.Stack) {
-	var namespaces []string
 	for _, q := range s.Quotas {
-		namespaces = append(namespaces, q.Namespace)
+		e.view.WarmIn([]string{q.Namespace}, append(readback.QuotaReads(q), view.NamespaceNamed(q.Namespace))...)
 	}
 	for _, w := range s.Workloads {
-		namespaces = append(namespaces, w.Namespace)
+		e.view.WarmIn([]string{w.Namespace}, workloadReads(w)...)
 	}
-	e.prefetchNamespaces(namespaces...)
 }
+
+// workloadReads are what a workload's readback, plan, checks and status
+// read in its namespace.
+func workloadReads(w *spec.Workload) []view.Resource {
+	out := append(readback.WorkloadReads(w), claimTemplates)
+	out = append(out, checks.NamespaceReads(w)...)
+	return append(out, status.NamespaceReads(w)...)
+}
+
+var claimTemplates = view.ManagedKind("resource.k8s.io", "ResourceClaimTemplate")
 
 // LoadResourceContext reads the applied platform settings and packages
 // from the engine's view: every resource of a Terraform run asks, and
@@ -279,7 +260,7 @@ func (e *Engine) ReadResource(ctx context.Context, resourceType, id string, prio
 		}
 		return p, err
 	case schema.Quota.Type:
-		e.prefetchNamespaces(id)
+		e.prefetchStack(was)
 		q, err := readback.Quota(ctx, c, id, first(was.Quotas))
 		if q == nil {
 			return nil, err
@@ -290,7 +271,7 @@ func (e *Engine) ReadResource(ctx context.Context, resourceType, id string, prio
 		if !ok {
 			return nil, fmt.Errorf("id %q is not <namespace>/<name>; import the workload again with such an ID", id)
 		}
-		e.prefetchNamespaces(ns)
+		e.prefetchStack(was)
 		w, err := readback.Workload(ctx, c, ns, name, first(was.Workloads))
 		if w == nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"testing"
@@ -20,11 +21,14 @@ import (
 // under a debugger) and writes its CPU profile to the file
 // GPUSLICE_BENCH_CPUPROFILE names, suffixed with the size: the provider's
 // own profile, without a flag in the user's binary; OpenTofu's own
-// (TOFU_CPU_PROFILE) goes beside it, suffixed ".tofu". The measured plans
-// above run the installed provider, as a user would.
+// (TOFU_CPU_PROFILE) goes beside it, suffixed ".tofu", and the
+// provider's allocation profiles before and after the plan, suffixed
+// ".allocs.before" and ".allocs". The measured plans above run the
+// installed provider, as a user would.
 //
 //	GPUSLICE_BENCH_CPUPROFILE=/tmp/plan.pprof GPUSLICE_BENCH_SIZES=200 go test -run '^$' -bench TerraformSpeed -benchtime 1x ./acctest/tfspeed/
 //	go tool pprof -top /tmp/plan.pprof.200
+//	go tool pprof -top -sample_index=alloc_space -diff_base /tmp/plan.pprof.200.allocs.before /tmp/plan.pprof.200.allocs
 func profilePlan(b *testing.B, env []string, suffix string, tofu func(env []string, allowed []int, args ...string)) {
 	b.Helper()
 	out := os.Getenv("GPUSLICE_BENCH_CPUPROFILE")
@@ -72,11 +76,29 @@ func profilePlan(b *testing.B, env []string, suffix string, tofu func(env []stri
 		b.Fatal(err)
 	}
 	defer f.Close()
+	writeAllocs(b, out+"."+suffix+".allocs.before")
 	if err := pprof.StartCPUProfile(f); err != nil {
 		b.Fatal(err)
 	}
 	tofu(append(env, "TF_REATTACH_PROVIDERS="+string(value), "TOFU_CPU_PROFILE="+out+"."+suffix+".tofu"), []int{0}, "plan", "-detailed-exitcode")
 	pprof.StopCPUProfile()
+	writeAllocs(b, out+"."+suffix+".allocs")
 	cancel()
 	<-closed
+}
+
+// writeAllocs writes this process's allocation profile so far to path:
+// the plan's own are those after it less those before it (go tool pprof
+// -diff_base FILE.allocs.before FILE.allocs).
+func writeAllocs(b *testing.B, path string) {
+	b.Helper()
+	runtime.GC() // the profile counts what the last collection saw
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }

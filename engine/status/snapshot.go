@@ -41,11 +41,26 @@ var (
 	jobs         = view.ManagedKind("batch", "Job")
 )
 
-// NamespaceReads are the resources Load reads in every workload's
-// namespace (its pods' claims only for pods that have them, a namespace's
-// warning events only for one that lacks pods).
-func NamespaceReads() []view.Resource {
-	return []view.Resource{view.Pods, deployments, statefulSets, jobs}
+// NamespaceReads are the resources Load reads in w's namespace: its
+// controller's kind, and its pods unless it is scaled to zero (then Load
+// reads them only if its controller has some left). Its pods' claims are
+// read only for pods that have them, its namespace's warning events only
+// when it lacks pods.
+func NamespaceReads(w *spec.Workload) []view.Resource {
+	var out []view.Resource
+	switch {
+	case w.ByOperator():
+	case w.Kind == spec.KindStatefulSet:
+		out = append(out, statefulSets)
+	case w.Kind == spec.KindJob:
+		out = append(out, jobs)
+	default:
+		out = append(out, deployments)
+	}
+	if w.Pods() > 0 || w.Autoscaled() || w.Kind == spec.KindJob {
+		out = append(out, view.Pods)
+	}
+	return out
 }
 
 // Load takes what the workloads' status needs from the engine's view:
@@ -60,11 +75,9 @@ func Load(ctx context.Context, v *view.View, workloads []*spec.Workload) (*Snaps
 	if len(workloads) == 0 {
 		return s, nil
 	}
-	var namespaces []string
 	for _, w := range workloads {
-		namespaces = append(namespaces, w.Namespace)
+		v.WarmIn([]string{w.Namespace}, NamespaceReads(w)...)
 	}
-	v.WarmIn(namespaces, NamespaceReads()...)
 	v.Warm(deviceClasses) // the packages' classes, which the engine reads anyway
 	warned := map[string]bool{}
 	for _, w := range workloads {
@@ -136,9 +149,13 @@ func (s *Snapshot) loadController(ctx context.Context, v *view.View, w *spec.Wor
 	return nil
 }
 
-// loadPods takes the workload's pods and the claims they were given.
+// loadPods takes the workload's pods and the claims they were given;
+// none for a workload whose controller has none (scaledToZero).
 func (s *Snapshot) loadPods(ctx context.Context, v *view.View, w *spec.Workload) error {
 	key := w.Namespace + "/" + w.Name
+	if s.scaledToZero(w) {
+		return nil
+	}
 	pods, err := v.ByIndex(ctx, view.Pods, w.Namespace, view.IndexWorkload, key)
 	if err != nil {
 		return fmt.Errorf("list the pods of %s: %w", key, err)
@@ -162,6 +179,26 @@ func (s *Snapshot) loadPods(ctx context.Context, v *view.View, w *spec.Workload)
 		}
 	}
 	return nil
+}
+
+// scaledToZero says whether w's Deployment or StatefulSet wants no pod
+// and reports none: then it has no pods to read, and a namespace of such
+// workloads is diagnosed without reading its pods. A new one its
+// controller has not reported on yet has none either, so this does not
+// wait for the controller, and a plan right after an apply reads the same
+// as a later one. (Pods that carry the workload's label but are not its
+// controller's are not its replicas.)
+func (s *Snapshot) scaledToZero(w *spec.Workload) bool {
+	key := w.Namespace + "/" + w.Name
+	switch w.Kind {
+	case spec.KindDeployment:
+		d := s.deployments[key]
+		return d != nil && d.Spec.Replicas != nil && *d.Spec.Replicas == 0 && d.Status.Replicas == 0
+	case spec.KindStatefulSet:
+		st := s.statefulSet[key]
+		return st != nil && st.Spec.Replicas != nil && *st.Spec.Replicas == 0 && st.Status.Replicas == 0
+	}
+	return false
 }
 
 func get[T any](ctx context.Context, v *view.View, res view.Resource, w *spec.Workload) (*T, error) {

@@ -232,6 +232,9 @@ func TestQuotaCheck(t *testing.T) {
 			facts: live(nil, nil), want: []string{"Error container.cpu_limit: Quota needs limits.cpu"}},
 		{name: "a LimitRange defaults it", change: func(_ *spec.Stack, w *spec.Workload) { w.Container.CPULimit = "" },
 			facts: func(f *Facts) { f.LimitRanges["team-a"] = true }, want: nil},
+		{name: "scaled to zero needs nothing of an overdrawn quota", change: func(s *spec.Stack, w *spec.Workload) {
+			s.Quotas, w.Replicas, w.PreloadModels = nil, 0, nil
+		}, facts: live(map[string]string{"requests.cpu": "4", slices: "2"}, map[string]string{"requests.cpu": "5"}), want: nil},
 		{name: "slices held", change: noStackQuota,
 			facts: live(map[string]string{slices: "2"}, map[string]string{slices: "2"}),
 			want:  []string{"Warning package: Slices already held"}, detail: "2 of 2 v100-8gi slices already held in team-a: this workload will wait"},

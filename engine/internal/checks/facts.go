@@ -3,7 +3,7 @@ package checks
 import (
 	"context"
 	"fmt"
-
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -89,10 +89,24 @@ func Reads() []view.Resource {
 	return []view.Resource{view.ResourceSlices, deviceClasses}
 }
 
-// NamespaceReads are the resources Gather reads in each workload's
-// namespace.
-func NamespaceReads() []view.Resource {
-	return []view.Resource{view.ResourceQuotas, view.LimitRanges, view.Pods}
+// NamespaceReads are the resources Gather reads in w's namespace: its
+// quotas, and the workloads' pods where w wants pods (PodsWanted).
+// LimitRanges are read only where a quota limits what a workload that
+// wants pods leaves unset (needsLimitRanges), once the quotas are known.
+func NamespaceReads(w *spec.Workload) []view.Resource {
+	if PodsWanted(w) {
+		return []view.Resource{view.ResourceQuotas, view.Pods}
+	}
+	return []view.Resource{view.ResourceQuotas}
+}
+
+// PodsWanted says whether the checks need what w's pods hold now: only
+// for a workload that wants pods (or runs a preload Job, or an autoscaler
+// scales it), whose charge they offset. A workload scaled to zero needs
+// nothing from its namespace's quota and no free slice, so a namespace
+// of such workloads is charged without reading its pods.
+func PodsWanted(w *spec.Workload) bool {
+	return chargedReplicas(w) > 0 || w.Autoscaled() || len(w.PreloadModels) > 0
 }
 
 // Gather reads the facts the checks need for the stack's workloads from
@@ -110,8 +124,9 @@ func Gather(ctx context.Context, v *view.View, s *spec.Stack) (*Facts, error) {
 	var namespaces []string
 	for _, w := range s.Workloads {
 		namespaces = append(namespaces, w.Namespace)
+		v.WarmIn([]string{w.Namespace}, NamespaceReads(w)...)
 	}
-	v.WarmIn(namespaces, append(Reads(), NamespaceReads()...)...)
+	v.Warm(Reads()...)
 	snap, err := capacity.Published(ctx, v)
 	if err != nil {
 		return nil, err
@@ -151,7 +166,7 @@ func Gather(ctx context.Context, v *view.View, s *spec.Stack) (*Facts, error) {
 			f.Packages[p.Name] = p
 		}
 	}
-	if err := f.read(ctx, v, namespaces); err != nil {
+	if err := f.read(ctx, v, s, namespaces); err != nil {
 		return nil, err
 	}
 	// Free slices of the packages of the workloads that want more pods
@@ -186,8 +201,9 @@ func (f *Facts) wanted(w *spec.Workload) int64 {
 	return int64(chargedReplicas(w)) - f.Running[w.Namespace+"/"+w.Name].Pods
 }
 
-// read takes the quotas, limit ranges and workload pods of the namespaces.
-func (f *Facts) read(ctx context.Context, v *view.View, namespaces []string) error {
+// read takes the quotas, limit ranges and workload pods of the namespaces
+// (limit ranges and pods only where the checks use them).
+func (f *Facts) read(ctx context.Context, v *view.View, s *spec.Stack, namespaces []string) error {
 	quotas, err := v.List(ctx, view.ResourceQuotas, namespaces...)
 	if err != nil {
 		return fmt.Errorf("list ResourceQuotas: %w", err)
@@ -202,18 +218,72 @@ func (f *Facts) read(ctx context.Context, v *view.View, namespaces []string) err
 	for _, qs := range f.Quotas {
 		sort.Slice(qs, func(i, j int) bool { return qs[i].Name < qs[j].Name })
 	}
-	limits, err := v.List(ctx, view.LimitRanges, namespaces...)
-	if err != nil {
-		return fmt.Errorf("list LimitRanges: %w", err)
+	if ns := f.needsLimitRanges(s); len(ns) > 0 {
+		limits, err := v.List(ctx, view.LimitRanges, ns...)
+		if err != nil {
+			return fmt.Errorf("list LimitRanges: %w", err)
+		}
+		for _, l := range view.Typed[corev1.LimitRange](limits) {
+			f.LimitRanges[l.Namespace] = true
+		}
 	}
-	for _, l := range view.Typed[corev1.LimitRange](limits) {
-		f.LimitRanges[l.Namespace] = true
+	var withPods []string
+	for _, w := range s.Workloads {
+		if PodsWanted(w) {
+			withPods = append(withPods, w.Namespace)
+		}
 	}
-	pods, err := v.List(ctx, view.Pods, namespaces...)
+	if len(withPods) == 0 {
+		return nil
+	}
+	pods, err := v.List(ctx, view.Pods, withPods...)
 	if err != nil {
 		return fmt.Errorf("list pods: %w", err)
 	}
-	for _, pod := range view.Typed[corev1.Pod](pods) {
+	f.addRunning(view.Typed[corev1.Pod](pods))
+	return nil
+}
+
+// needsLimitRanges lists the namespaces where a workload that wants pods
+// leaves unset what a quota there (live, or the stack's own) limits: a
+// LimitRange can default it (quotas' "Quota needs" check).
+func (f *Facts) needsLimitRanges(s *spec.Stack) []string {
+	var out []string
+	for _, w := range s.Workloads {
+		if chargedReplicas(w) == 0 {
+			continue
+		}
+		hard := []corev1.ResourceList{}
+		for _, q := range f.Quotas[w.Namespace] {
+			hard = append(hard, q.Hard)
+		}
+		for _, q := range s.Quotas {
+			if q.Namespace == w.Namespace {
+				hard = append(hard, render.QuotaHard(s, q))
+			}
+		}
+		for _, a := range quotaAttrs {
+			if a.value(w.Container) != "" {
+				continue
+			}
+			for _, h := range hard {
+				if _, limited := h[a.resource]; limited {
+					out = append(out, w.Namespace)
+				}
+			}
+		}
+	}
+	return dedupe(out)
+}
+
+func dedupe(xs []string) []string {
+	sort.Strings(xs)
+	return slices.Compact(xs)
+}
+
+// addRunning adds what the pods hold to their workloads' Running.
+func (f *Facts) addRunning(pods []*corev1.Pod) {
+	for _, pod := range pods {
 		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue // quota no longer counts finished pods
 		}
@@ -229,7 +299,6 @@ func (f *Facts) read(ctx context.Context, v *view.View, namespaces []string) err
 		}
 		f.Running[key] = u
 	}
-	return nil
 }
 
 // addPodResources adds n pods' worth of a container's resources, under the

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/engine/internal/objects"
 	"github.com/gpuslice/gpuslice/engine/internal/view/viewtest"
+	"github.com/gpuslice/gpuslice/engine/spec"
 )
 
 // The free-slice check reads every claim in the cluster (any may hold a
@@ -65,6 +66,47 @@ func TestGatherReadsClaimsOnlyToCountFreeSlices(t *testing.T) {
 			}
 			if counted && free != 3 {
 				t.Errorf("%d free quarters, want 3: another tenant's claim holds one", free)
+			}
+		})
+	}
+}
+
+// Gather reads a namespace's pods only for a workload that wants pods
+// (what they hold offsets its charge), and its LimitRanges only where a
+// quota limits what such a workload leaves unset (one may default it): a
+// namespace of workloads scaled to zero costs neither.
+func TestGatherReadsPodsAndLimitRangesOnlyWhereChecksUseThem(t *testing.T) {
+	defaults := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "defaults", Namespace: "team-a"}}
+	for _, tc := range []struct {
+		name              string
+		change            func(w *spec.Workload)
+		pods, limitRanges bool
+	}{
+		{"wants a pod, sets what the quota limits", nil, true, false},
+		{"wants a pod, leaves cpu_limit to a LimitRange", func(w *spec.Workload) { w.Container.CPULimit = "" }, true, true},
+		{"scaled to zero", func(w *spec.Workload) { w.Replicas, w.PreloadModels, w.Container.CPULimit = 0, nil, "" }, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, client := viewtest.New(t, defaults)
+			s := goodStack() // its quota limits limits.cpu
+			if tc.change != nil {
+				tc.change(s.Workloads[0])
+			}
+			f, err := Gather(context.Background(), v, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			read := map[string]bool{}
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "list" || a.GetVerb() == "watch" {
+					read[a.GetResource().Resource] = true
+				}
+			}
+			if read["pods"] != tc.pods || read["limitranges"] != tc.limitRanges {
+				t.Errorf("pods read: %v, limit ranges read: %v; want %v and %v", read["pods"], read["limitranges"], tc.pods, tc.limitRanges)
+			}
+			if f.LimitRanges["team-a"] != tc.limitRanges {
+				t.Errorf("LimitRange of team-a known: %v, want %v", f.LimitRanges["team-a"], tc.limitRanges)
 			}
 		})
 	}

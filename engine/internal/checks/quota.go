@@ -142,8 +142,10 @@ func (c *checker) chargeResources(w *spec.Workload, q Quota, left corev1.Resourc
 			}
 			continue
 		}
+		// A workload that needs none (scaled to zero) is refused nothing,
+		// however overdrawn the quota; its pods are not read (PodsWanted).
 		n := need[a.resource]
-		if n.Cmp(l) > 0 {
+		if !n.IsZero() && n.Cmp(l) > 0 {
 			c.errorf(w, a.attr, "Not enough quota",
 				"ResourceQuota %s in %s has %s of %s left (hard %s); this workload needs %s (%s). The pods would be refused and the workload would sit unstarted: raise the quota (gpuslice_quota for %s) or lower %s",
 				q.Name, w.Namespace, nonNegative(l), a.resource, q.Hard.Name(a.resource, resource.DecimalSI), &n, perReplica(w, a.value(w.Container)), w.Namespace, a.attr)

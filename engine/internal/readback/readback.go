@@ -130,16 +130,33 @@ func Package(ctx context.Context, v *view.View, name string) (*spec.Package, err
 
 const deviceQuotaSuffix = ".deviceclass.resource.k8s.io/devices"
 
-// QuotaReads are the resources Quota reads, in the quota's namespace.
-func QuotaReads() []view.Resource {
-	return []view.Resource{view.ManagedKind("", "ResourceQuota"), view.ManagedKind("rbac.authorization.k8s.io", "RoleBinding")}
+// QuotaReads are the resources Quota reads in the quota's namespace,
+// given its prior (nil, or an import's): its tenants' RoleBinding only
+// when prior has tenants, or is not a configuration's.
+func QuotaReads(prior *spec.Quota) []view.Resource {
+	if !importingQuota(prior) && !hasTenants(prior) {
+		return []view.Resource{resourceQuotas}
+	}
+	return []view.Resource{resourceQuotas, roleBindings}
 }
+
+var (
+	resourceQuotas = view.ManagedKind("", "ResourceQuota")
+	roleBindings   = view.ManagedKind("rbac.authorization.k8s.io", "RoleBinding")
+)
+
+// importingQuota says whether prior is not a quota's configuration but
+// nothing, or an import's state, which names the namespace alone (without
+// the slices every configuration sets).
+func importingQuota(prior *spec.Quota) bool { return prior == nil || prior.Slices == nil }
+
+func hasTenants(q *spec.Quota) bool { return len(q.TenantUsers)+len(q.TenantGroups) > 0 }
 
 // Quota reads the gpuslice_quota of namespace ns from its ResourceQuota;
 // nil when it is not applied. Slices of 0 are read back only where prior
 // lists them: every package the quota does not grant is 0.
 func Quota(ctx context.Context, v *view.View, ns string, prior *spec.Quota) (*spec.Quota, error) {
-	v.WarmIn([]string{ns}, QuotaReads()...)
+	v.WarmIn([]string{ns}, QuotaReads(prior)...)
 	rq, err := get[corev1.ResourceQuota](ctx, v, "", "ResourceQuota", ns, render.QuotaName)
 	if rq == nil || err != nil {
 		return nil, err
@@ -147,6 +164,7 @@ func Quota(ctx context.Context, v *view.View, ns string, prior *spec.Quota) (*sp
 	if !managed(rq.Labels) {
 		return nil, nil
 	}
+	imported := importingQuota(prior)
 	if prior == nil {
 		prior = &spec.Quota{}
 	}
@@ -179,6 +197,9 @@ func Quota(ctx context.Context, v *view.View, ns string, prior *spec.Quota) (*sp
 	if v, ok := rq.Spec.Hard[render.ClaimCountResource]; ok {
 		n := v.Value()
 		q.MaxClaims = &n
+	}
+	if !imported && !hasTenants(prior) {
+		return q, nil // gpuslice renders no RoleBinding without tenants
 	}
 	rb, err := get[rbacv1.RoleBinding](ctx, v, "rbac.authorization.k8s.io", "RoleBinding", ns, render.TenantRole)
 	if err != nil {

@@ -17,19 +17,71 @@ import (
 	"github.com/gpuslice/gpuslice/engine/spec"
 )
 
-// WorkloadReads are the resources Workload reads, in the workload's
-// namespace.
-func WorkloadReads() []view.Resource {
-	return []view.Resource{view.ManagedKind("apps", "Deployment"), view.ManagedKind("apps", "StatefulSet"), view.ManagedKind("batch", "Job"),
-		view.ManagedKind("", "PersistentVolumeClaim"), view.ManagedKind("", "Service"), view.ManagedKind("autoscaling", "HorizontalPodAutoscaler")}
+// WorkloadReads are the resources Workload reads in the workload's
+// namespace, given its prior (nil, or an import's: every kind a workload
+// may have). With a prior it reads the kinds the prior renders:
+// its controller's (another controller kind only when that one is gone),
+// its volume's, Service's, preload Jobs' and autoscaler's when it has
+// them, so a namespace whose workloads have none pays no read for them.
+func WorkloadReads(prior *spec.Workload) []view.Resource {
+	if importing(prior) {
+		return []view.Resource{deployments, statefulSets, jobs, volumes, services, autoscalers}
+	}
+	var out []view.Resource
+	if !prior.ByOperator() {
+		out = append(out, controllerOf(prior.Kind))
+	}
+	if prior.ModelVolume != nil && prior.Kind != spec.KindStatefulSet {
+		out = append(out, volumes)
+	}
+	if prior.Expose != nil {
+		out = append(out, services)
+	}
+	if len(prior.PreloadModels) > 0 {
+		out = append(out, jobs)
+	}
+	if prior.Autoscaling != nil && prior.Autoscaling.KEDA == nil {
+		out = append(out, autoscalers)
+	}
+	return out
+}
+
+// importing says whether prior is not a workload's configuration but
+// nothing, or an import's state, which names the workload alone (without
+// the package every configuration sets).
+func importing(prior *spec.Workload) bool { return prior == nil || prior.Package == "" }
+
+// The kinds Workload reads.
+var (
+	deployments  = view.ManagedKind("apps", "Deployment")
+	statefulSets = view.ManagedKind("apps", "StatefulSet")
+	jobs         = view.ManagedKind("batch", "Job")
+	volumes      = view.ManagedKind("", "PersistentVolumeClaim")
+	services     = view.ManagedKind("", "Service")
+	autoscalers  = view.ManagedKind("autoscaling", "HorizontalPodAutoscaler")
+)
+
+// controllerOf is the kind read for a workload's controller (an
+// operator's custom kinds are read when first asked for).
+func controllerOf(kind string) view.Resource {
+	switch kind {
+	case spec.KindStatefulSet:
+		return statefulSets
+	case spec.KindJob:
+		return jobs
+	}
+	return deployments
 }
 
 // Workload reads the gpuslice_workload ns/name from its Deployment,
 // StatefulSet or Job, volume, Service and preload Job; nil when it is not
 // applied. wait_for and timeout, which only apply uses, and the model
-// block come from prior (else their defaults).
+// block come from prior (else their defaults); prior's kinds are read
+// (WorkloadReads), so an object of a kind prior does not have — a Service
+// of a workload without expose — is not looked for.
 func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Workload) (*spec.Workload, error) {
-	v.WarmIn([]string{ns}, WorkloadReads()...)
+	v.WarmIn([]string{ns}, WorkloadReads(prior)...)
+	imported := importing(prior)
 	if prior == nil {
 		prior = &spec.Workload{WaitFor: spec.WaitReady, Timeout: "10m"}
 	}
@@ -39,7 +91,7 @@ func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Wo
 	if w.PreloadImage == "" {
 		w.PreloadImage = defaultPreloadImage
 	}
-	c, err := readController(ctx, v, w)
+	c, err := readController(ctx, v, w, prior)
 	if err != nil {
 		return nil, err
 	}
@@ -56,14 +108,20 @@ func Workload(ctx context.Context, v *view.View, ns, name string, prior *spec.Wo
 	if err := readVolume(ctx, v, w, container, c.claimTemplates, prior.ModelVolume); err != nil {
 		return nil, err
 	}
-	if err := readService(ctx, v, w, prior.Expose); err != nil {
-		return nil, err
+	if imported || prior.Expose != nil {
+		if err := readService(ctx, v, w, prior.Expose); err != nil {
+			return nil, err
+		}
 	}
-	if err := readPreload(ctx, v, w); err != nil {
-		return nil, err
+	if imported || len(prior.PreloadModels) > 0 {
+		if err := readPreload(ctx, v, w); err != nil {
+			return nil, err
+		}
 	}
-	if err := readAutoscaling(ctx, v, w, prior, c.autoscaledBy); err != nil {
-		return nil, err
+	if imported || prior.Autoscaling != nil || c.autoscaledBy != "" {
+		if err := readAutoscaling(ctx, v, w, prior, c.autoscaledBy); err != nil {
+			return nil, err
+		}
 	}
 	return w, nil
 }
@@ -76,35 +134,60 @@ type controller struct {
 }
 
 // readController finds the workload's controller gpuslice manages (its
-// Deployment, StatefulSet, Job, PyTorchJob or TrainJob, looked for in that
-// order) and reads its kind and replicas into w; nil when there is none.
-func readController(ctx context.Context, v *view.View, w *spec.Workload) (*controller, error) {
-	ns, name := w.Namespace, w.Name
-	d, err := get[appsv1.Deployment](ctx, v, "apps", "Deployment", ns, name)
-	if err != nil {
+// Deployment, StatefulSet, Job, PyTorchJob or TrainJob: the kind prior
+// had first, then the others in that order) and reads its kind and
+// replicas into w; nil when there is none.
+func readController(ctx context.Context, v *view.View, w, prior *spec.Workload) (*controller, error) {
+	reads := []func(context.Context, *view.View, *spec.Workload) (*controller, error){readDeployment, readStatefulSet, readJob, readOperatorJob}
+	first := 0
+	switch {
+	case prior.ByOperator():
+		first = 3
+	case prior.Kind == spec.KindStatefulSet:
+		first = 1
+	case prior.Kind == spec.KindJob:
+		first = 2
+	}
+	reads = append(append(reads[first:first+1:first+1], reads[:first]...), reads[first+1:]...)
+	for _, read := range reads {
+		c, err := read(ctx, v, w)
+		if c != nil || err != nil {
+			return c, err
+		}
+	}
+	return nil, nil
+}
+
+func readDeployment(ctx context.Context, v *view.View, w *spec.Workload) (*controller, error) {
+	d, err := get[appsv1.Deployment](ctx, v, "apps", "Deployment", w.Namespace, w.Name)
+	if d == nil || err != nil || !managed(d.Labels) {
 		return nil, err
 	}
-	if d != nil && managed(d.Labels) {
-		w.Kind, w.Replicas = spec.KindDeployment, deref(d.Spec.Replicas, 1)
-		return &controller{template: d.Spec.Template, autoscaledBy: d.Annotations[objects.AnnotationAutoscaledBy]}, nil
-	}
-	s, err := get[appsv1.StatefulSet](ctx, v, "apps", "StatefulSet", ns, name)
-	if err != nil {
+	w.Kind, w.Replicas = spec.KindDeployment, deref(d.Spec.Replicas, 1)
+	return &controller{template: d.Spec.Template, autoscaledBy: d.Annotations[objects.AnnotationAutoscaledBy]}, nil
+}
+
+func readStatefulSet(ctx context.Context, v *view.View, w *spec.Workload) (*controller, error) {
+	s, err := get[appsv1.StatefulSet](ctx, v, "apps", "StatefulSet", w.Namespace, w.Name)
+	if s == nil || err != nil || !managed(s.Labels) {
 		return nil, err
 	}
-	if s != nil && managed(s.Labels) {
-		w.Kind, w.Replicas = spec.KindStatefulSet, deref(s.Spec.Replicas, 1)
-		return &controller{template: s.Spec.Template, autoscaledBy: s.Annotations[objects.AnnotationAutoscaledBy], claimTemplates: s.Spec.VolumeClaimTemplates}, nil
-	}
-	j, err := get[batchv1.Job](ctx, v, "batch", "Job", ns, name)
-	if err != nil {
+	w.Kind, w.Replicas = spec.KindStatefulSet, deref(s.Spec.Replicas, 1)
+	return &controller{template: s.Spec.Template, autoscaledBy: s.Annotations[objects.AnnotationAutoscaledBy], claimTemplates: s.Spec.VolumeClaimTemplates}, nil
+}
+
+func readJob(ctx context.Context, v *view.View, w *spec.Workload) (*controller, error) {
+	j, err := get[batchv1.Job](ctx, v, "batch", "Job", w.Namespace, w.Name)
+	if j == nil || err != nil || !managed(j.Labels) {
 		return nil, err
 	}
-	if j != nil && managed(j.Labels) {
-		w.Kind, w.Replicas = spec.KindJob, deref(j.Spec.Parallelism, 1)
-		readWorkers(w, j)
-		return &controller{template: j.Spec.Template}, nil
-	}
+	w.Kind, w.Replicas = spec.KindJob, deref(j.Spec.Parallelism, 1)
+	readWorkers(w, j)
+	return &controller{template: j.Spec.Template}, nil
+}
+
+// readOperatorJob finds a PyTorchJob or TrainJob.
+func readOperatorJob(ctx context.Context, v *view.View, w *spec.Workload) (*controller, error) {
 	for _, read := range []func(context.Context, *view.View, *spec.Workload) (corev1.PodTemplateSpec, bool, error){readPyTorchJob, readTrainJob} {
 		template, found, err := read(ctx, v, w)
 		if err != nil {
