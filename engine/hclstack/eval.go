@@ -3,6 +3,7 @@ package hclstack
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -93,44 +94,102 @@ func resourceSpec(r schema.Resource) hcldec.ObjectSpec {
 	return s.(hcldec.ObjectSpec)
 }
 
-// resource decodes a resource block, checks it, converts it to its spec
-// type, appends it to the stack and records its value (with computed
-// attributes) for the resources and outputs that refer to it.
-func (e *evaluator) resource(n *node, stack *spec.Stack) diag.Diagnostics {
+// decoded is a resource block evaluated: its spec and the value other
+// expressions see, or diagnostics (no target) when it cannot be.
+type decoded struct {
+	target spec.Resource
+	value  cty.Value
+	diags  diag.Diagnostics
+}
+
+// decode decodes a resource block, checks it and converts it to its spec
+// type, with its value (with computed attributes) for the resources and
+// outputs that refer to it. It reads only the values of the nodes n
+// refers to, so resources that do not refer to each other decode at once.
+func (e *evaluator) decode(n *node) decoded {
 	addr := e.prefix + n.addr
-	var diags diag.Diagnostics
+	var d decoded
 	for name, attr := range n.body.Attributes {
 		if a, ok := n.resource.Attribute(name); ok && a.Computed {
-			diags = append(diags, errAt(attr.NameRange, "Read-only attribute", fmt.Sprintf("%s.%s is computed by gpuslice and cannot be set; remove it", addr, name)))
+			d.diags = append(d.diags, errAt(attr.NameRange, "Read-only attribute", fmt.Sprintf("%s.%s is computed by gpuslice and cannot be set; remove it", addr, name)))
 		}
 	}
-	if diags.HasErrors() {
-		n.value = cty.DynamicVal
-		return diags
+	if d.diags.HasErrors() {
+		return d
 	}
 	val, hd := hcldec.Decode(n.body, resourceSpec(n.resource), e.context(n))
-	diags = append(diags, fromHCL(hd)...)
+	d.diags = append(d.diags, fromHCL(hd)...)
 	if hd.HasErrors() {
-		n.value = cty.DynamicVal
-		return diags
+		return d
 	}
 	val = config.WithDefaults(val, n.resource.Block)
 	target, ds := config.Decode(n.resource, addr, val)
 	if ds.HasErrors() {
-		for _, d := range ds {
-			r := locate(n.body, n.declRange, d.Attribute)
-			d.Range = rangeOf(&r)
-			diags = append(diags, d)
+		for _, dg := range ds {
+			r := locate(n.body, n.declRange, dg.Attribute)
+			dg.Range = rangeOf(&r)
+			d.diags = append(d.diags, dg)
 		}
-		n.value = cty.DynamicVal
-		return diags
+		return d
 	}
-	if err := target.AddTo(stack); err != nil {
-		n.value = cty.DynamicVal
-		return append(diags, errAt(n.declRange, "More than one gpuslice_platform", err.Error()))
+	d.target, d.value = target, withComputed(val, target, n.resource, e.models)
+	return d
+}
+
+// join appends a decoded resource to the stack and records its value.
+func (e *evaluator) join(n *node, d decoded, stack *spec.Stack) diag.Diagnostics {
+	n.value = cty.DynamicVal
+	if d.target == nil {
+		return d.diags
 	}
-	n.value = withComputed(val, target, n.resource, e.models)
+	if err := d.target.AddTo(stack); err != nil {
+		return append(d.diags, errAt(n.declRange, "More than one gpuslice_platform", err.Error()))
+	}
+	n.value = d.value
+	return d.diags
+}
+
+// resources evaluates resource nodes none of which refers to another, on
+// every core, and joins them to the stack in their order.
+func (e *evaluator) resources(nodes []*node, stack *spec.Stack) diag.Diagnostics {
+	out := make([]decoded, len(nodes))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(runtime.GOMAXPROCS(0), len(nodes)) {
+		wg.Go(func() {
+			for i := range next {
+				out[i] = e.decode(nodes[i])
+			}
+		})
+	}
+	for i := range nodes {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var diags diag.Diagnostics
+	for i, n := range nodes {
+		diags = append(diags, e.join(n, out[i], stack)...)
+	}
 	return diags
+}
+
+// independent is the longest run of resource nodes at the start of order
+// none of which refers to another of the run.
+func independent(order []*node) []*node {
+	in := map[string]bool{}
+	for i, n := range order {
+		if n.kind != kindResource {
+			return order[:i]
+		}
+		for _, r := range n.refs {
+			if in[r.addr] {
+				return order[:i]
+			}
+		}
+		in[n.addr] = true
+	}
+	return order
 }
 
 // withComputed returns the value other expressions see for a resource:

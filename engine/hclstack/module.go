@@ -71,7 +71,8 @@ func (m *module) eval(c *Config, raw map[string]rawValue, stack *spec.Stack, dep
 		return diags
 	}
 	ev := &evaluator{dir: m.absDir, g: m.graph, models: c.models, prefix: m.prefix}
-	for _, n := range order {
+	for i := 0; i < len(order); i++ {
+		n := order[i]
 		switch n.kind {
 		case kindVariable:
 			var rv *rawValue
@@ -91,8 +92,12 @@ func (m *module) eval(c *Config, raw map[string]rawValue, stack *spec.Stack, dep
 			diags = append(diags, ds...)
 			n.value = val
 		case kindResource:
-			diags = append(diags, ev.resource(n, stack)...)
-			c.resources[m.prefix+n.addr] = n
+			batch := independent(order[i:])
+			diags = append(diags, ev.resources(batch, stack)...)
+			for _, r := range batch {
+				c.resources[m.prefix+r.addr] = r
+			}
+			i += len(batch) - 1
 		case kindModule:
 			diags = append(diags, m.call(c, ev, n, stack, depth)...)
 		}
