@@ -52,6 +52,10 @@ type Engine struct {
 	// the stack's size): nothing changed since the last run can be hidden.
 	Continuous bool
 	view       *view.View
+	// begun is the stack whose run Begin started, which its next plan
+	// continues ("" for none).
+	begunMu sync.Mutex
+	begun   string
 
 	// whether the API server has DRAConsumableCapacity on (features.go)
 	featureOnce sync.Once
@@ -134,7 +138,7 @@ func (e *Engine) Reads() []Read {
 // Plan renders the stack, compares it with the cluster and runs the
 // plan-time checks; their errors stop apply like any other.
 func (e *Engine) Plan(ctx context.Context, s *spec.Stack, opts plan.Options) (*plan.Plan, error) {
-	e.startRun()
+	e.runFor(s.Name)
 	e.prefetchStack(s)
 	objs, err := render.Stack(s)
 	if err != nil {
@@ -185,7 +189,7 @@ func CheckOffline(s *spec.Stack, t *tables.Set) diag.Diagnostics {
 
 // PlanDestroy plans removing everything the stack applied.
 func (e *Engine) PlanDestroy(ctx context.Context, stack string) (*plan.Plan, error) {
-	e.startRun()
+	e.runFor(stack)
 	return e.planObjects(ctx, stack, nil, plan.Options{})
 }
 

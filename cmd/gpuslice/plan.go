@@ -1,8 +1,11 @@
 package main
 
 import (
+	"path/filepath"
+
 	"github.com/spf13/cobra"
 
+	"github.com/gpuslice/gpuslice/engine/hclstack"
 	"github.com/gpuslice/gpuslice/engine/plan"
 )
 
@@ -23,15 +26,24 @@ func newPlanCommand() *cobra.Command {
 			"like terraform plan, what would be created (+), updated in place (~, field by field), replaced (-/+), or destroyed (-).",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// The cluster is read while the configuration loads; its
+			// errors come first all the same.
+			e, engineErr := f.engine()
+			if engineErr == nil {
+				defer e.Close()
+				if abs, err := filepath.Abs(dirArg(args)); err == nil {
+					if name, d := hclstack.StackName(f.stack, abs); d == nil {
+						e.Begin(name)
+					}
+				}
+			}
 			c, err := f.load(cmd.ErrOrStderr(), dirArg(args))
 			if err != nil {
 				return err
 			}
-			e, err := f.engine()
-			if err != nil {
-				return err
+			if engineErr != nil {
+				return engineErr
 			}
-			defer e.Close()
 			p, err := planStack(cmd.Context(), e, c, plan.Options{Adopt: adopt})
 			if err != nil {
 				return err

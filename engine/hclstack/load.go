@@ -62,7 +62,7 @@ func Load(dir string, opts Options) (*Config, diag.Diagnostics) {
 	if err != nil {
 		return nil, diag.Diagnostics{{Severity: diag.Error, Summary: "Invalid configuration directory", Detail: err.Error()}}
 	}
-	stackName, d := stackName(opts.Stack, abs)
+	stackName, d := StackName(opts.Stack, abs)
 	if d != nil {
 		return nil, diag.Diagnostics{*d}
 	}
@@ -127,9 +127,9 @@ func Load(dir string, opts Options) (*Config, diag.Diagnostics) {
 	return c, diags
 }
 
-// stackName returns the given stack name, checked, or one derived from the
-// directory name ("My_Stack" → "my-stack").
-func stackName(given, dir string) (string, *diag.Diagnostic) {
+// StackName returns the given stack name, checked, or one derived from the
+// directory's name ("My_Stack" → "my-stack"), as Load names the stack.
+func StackName(given, dir string) (string, *diag.Diagnostic) {
 	name := given
 	if name == "" {
 		name = strings.Trim(invalidStackChars.ReplaceAllString(strings.ToLower(filepath.Base(dir)), "-"), "-")

@@ -67,6 +67,10 @@ func (v *View) WarmTypes(gvs ...schema.GroupVersion) {
 	}
 }
 
+// Go runs f beside the caller as one of the view's goroutines, with a
+// context that ends when the view is reset or closed (which wait for it).
+func (v *View) Go(f func(ctx context.Context)) { v.spawn(f) }
+
 // spawn runs f as one of the current generation's goroutines, with its
 // context; false when the view is closed.
 func (v *View) spawn(f func(ctx context.Context)) bool {
