@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -204,6 +205,11 @@ func TestNamespacedKindsAreReadPerNamespace(t *testing.T) {
 	v, client := viewtest.New(t, quota("team-a"), quota("team-b"), quota("other"),
 		deployment("ollama", "10", 1))
 	v.WarmIn([]string{"team-b"}, view.ResourceQuotas, deployments)
+	// WarmIn starts its informers before it returns (they list and watch
+	// beside the caller).
+	if !slices.Contains(v.Informers(), view.Informer{Resource: deployments, Namespace: "team-b"}) {
+		t.Fatalf("WarmIn started %v, not the deployments of team-b", v.Informers())
+	}
 	objs, err := v.List(ctx, view.ResourceQuotas, "team-a", "team-b")
 	if err != nil {
 		t.Fatal(err)
@@ -216,6 +222,11 @@ func TestNamespacedKindsAreReadPerNamespace(t *testing.T) {
 	}
 	if _, err := v.List(ctx, view.ResourceQuotas); err == nil {
 		t.Error("a read of quotas in no namespace was served; want it refused")
+	}
+	// The warmed informer of team-b's deployments has listed once it has
+	// synced, which this read waits for.
+	if _, err := v.Get(ctx, deployments, "team-b", "ollama"); err != nil {
+		t.Fatal(err)
 	}
 	read := map[string]bool{}
 	for _, a := range client.Actions() {
