@@ -51,6 +51,15 @@ func TestTofuControllerRunner(t *testing.T) {
 		t.Fatal(err)
 	}
 	interrupted := waitForLine(t, env, pod.Name, "apply-1", "gpuslice_workload.slow: Creating...")
+	// OpenTofu prints Creating before the provider is asked: the pod goes
+	// once the job exists, while apply waits for it.
+	realnodetest.Eventually(t, runTimeout, "the runner creates the slow job", func() (bool, string) {
+		_, err := env.Cluster.Client().BatchV1().Jobs("team-a").Get(context.Background(), "slow", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
 	last := deleteAndWait(t, env, pod.Name)
 	log := interrupted()
 	t.Logf("the deleted runner's apply:\n%s", log[strings.Index(log, "Plan:"):])
