@@ -317,12 +317,18 @@ func sliceOnNode(t *testing.T, node *realnode.Node, uid string) string {
 // restarts is how often the pod's running container has restarted.
 func restarts(t *testing.T, env *realnodetest.Env, pod *corev1.Pod) int32 {
 	t.Helper()
-	p, err := env.Cluster.Client().CoreV1().Pods(pod.Namespace).Get(context.Background(), pod.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
-		t.Fatalf("pod %s is %s, want its container running: %+v", p.Name, p.Status.Phase, p.Status.ContainerStatuses)
-	}
+	// The kubelet reports the container running after its first output
+	// may already be readable: wait for the report.
+	var p *corev1.Pod
+	realnodetest.Eventually(t, time.Minute, "pod "+pod.Name+" reports its container running", func() (bool, string) {
+		var err error
+		if p, err = env.Cluster.Client().CoreV1().Pods(pod.Namespace).Get(context.Background(), pod.Name, metav1.GetOptions{}); err != nil {
+			return false, err.Error()
+		}
+		if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
+			return false, fmt.Sprintf("%s: %+v", p.Status.Phase, p.Status.ContainerStatuses)
+		}
+		return true, ""
+	})
 	return p.Status.ContainerStatuses[0].RestartCount
 }
