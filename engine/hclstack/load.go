@@ -155,23 +155,28 @@ func (c *Config) Locate(d diag.Diagnostic) diag.Diagnostic {
 	if !ok {
 		return d
 	}
-	r := locate(n.body, n.declRange, d.Attribute)
+	s := n.spots
+	if n.body != nil {
+		s = spotsOf(n.body)
+	}
+	r := s.find(n.declRange, d.Attribute)
 	d.Range = rangeOf(&r)
 	return d
 }
 
 // compact lets go of what evaluating the configuration needed once it is
-// evaluated: the graph, the expressions and every resource's value (a
-// plan of thousands of resources then holds their specs, and the bodies
-// Locate reads). A configuration with outputs keeps it all, to evaluate
-// its outputs again with what apply learns.
+// evaluated: the graph, the syntax trees, the expressions and every
+// resource's value. A plan of thousands of resources then holds their
+// specs and, for Locate, where each resource writes its attributes. A
+// configuration with outputs keeps it all, to evaluate its outputs again
+// with what apply learns.
 func (c *Config) compact() {
 	if len(c.Outputs) > 0 {
 		return
 	}
 	c.root = nil
 	for addr, n := range c.resources {
-		c.resources[addr] = &node{addr: n.addr, kind: n.kind, declRange: n.declRange, body: n.body}
+		c.resources[addr] = &node{addr: n.addr, kind: n.kind, declRange: n.declRange, spots: spotsOf(n.body)}
 	}
 }
 

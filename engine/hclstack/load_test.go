@@ -149,12 +149,14 @@ func TestEnvironmentVariablesForOtherConfigurations(t *testing.T) {
 	}
 }
 
-// A configuration without outputs lets go of its graph and values once
-// loaded (a plan of thousands of resources holds their specs and bodies),
-// and a diagnostic found later is still located at the attribute.
+// A configuration without outputs lets go of its graph, values and syntax
+// trees once loaded (a plan of thousands of resources holds their specs
+// and the files' text), and a diagnostic found later is still located at
+// the attribute, in a file with other blocks before it.
 func TestLocateAfterLoadLetGo(t *testing.T) {
 	dir := t.TempDir()
-	src := `resource "gpuslice_package" "small" {
+	src := `# the packages
+resource "gpuslice_package" "small" {
   name      = "v100-8gi"
   gpu_model = "Tesla V100-PCIE-32GB"
   fraction  = 25
@@ -176,15 +178,15 @@ resource "gpuslice_workload" "llm" {
 	if diags.HasErrors() {
 		t.Fatalf("unexpected diagnostics:\n%v", diags.Err())
 	}
-	if n := c.resources["gpuslice_workload.llm"]; c.root != nil || n.value != cty.NilVal || n.refs != nil {
-		t.Fatal("a configuration without outputs kept its graph and values after loading")
+	if n := c.resources["gpuslice_workload.llm"]; c.root != nil || n.value != cty.NilVal || n.refs != nil || n.body != nil {
+		t.Fatal("a configuration without outputs kept its graph, values or syntax trees after loading")
 	}
 	d := c.Locate(diag.Diagnostic{Address: "gpuslice_workload.llm", Attribute: "container.image"})
-	if d.Range == nil || d.Range.Filename != filepath.Join(dir, "main.tf") || d.Range.Line != 12 {
-		t.Errorf("container.image located at %+v, want main.tf line 12", d.Range)
+	if d.Range == nil || d.Range.Filename != filepath.Join(dir, "main.tf") || d.Range.Line != 13 || d.Range.Column != 13 {
+		t.Errorf("container.image located at %+v, want main.tf line 13, column 13", d.Range)
 	}
 	d = c.Locate(diag.Diagnostic{Address: "gpuslice_workload.llm", Attribute: "container.cpu_request"})
-	if d.Range == nil || d.Range.Line != 11 {
-		t.Errorf("container.cpu_request (not written) located at %+v, want the container block, line 11", d.Range)
+	if d.Range == nil || d.Range.Line != 12 {
+		t.Errorf("container.cpu_request (not written) located at %+v, want the container block, line 12", d.Range)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
 )
 
 // locate finds the source range of an attribute path such as
@@ -13,73 +14,127 @@ import (
 // inside a resource body: the deepest part of the path that is written out,
 // else the resource block itself.
 func locate(body *hclsyntax.Body, fallback hcl.Range, path string) hcl.Range {
+	return spotsOf(body).find(fallback, path)
+}
+
+// spots are where a resource body writes each of its parts, by path:
+// attributes ("image"), blocks with their index ("container[0]"), the items
+// of a tuple ("command[1]") and the literal keys of an object
+// (`env["MODE"]`). A loaded configuration keeps these, not the syntax
+// tree they come from (ten times their size), to locate diagnostics found
+// after loading.
+type spots []spot
+
+type spot struct {
+	path      string
+	line, col int32
+}
+
+func spotsOf(body *hclsyntax.Body) spots {
+	var s spots
+	if body != nil {
+		s.body("", body)
+	}
+	return s
+}
+
+func (s *spots) add(path string, r hcl.Range) {
+	*s = append(*s, spot{path: path, line: int32(r.Start.Line), col: int32(r.Start.Column)})
+}
+
+func (s *spots) body(prefix string, b *hclsyntax.Body) {
+	for name, a := range b.Attributes {
+		s.add(prefix+name, a.Expr.Range())
+		s.within(prefix+name, a.Expr)
+	}
+	seen := map[string]int{}
+	for _, blk := range b.Blocks {
+		p := prefix + blk.Type + "[" + strconv.Itoa(seen[blk.Type]) + "]"
+		seen[blk.Type]++
+		s.add(p, blk.DefRange())
+		s.body(p+".", blk.Body)
+	}
+}
+
+// within adds the items of a tuple and the literal keys of an object.
+func (s *spots) within(path string, e hclsyntax.Expression) {
+	switch x := e.(type) {
+	case *hclsyntax.TupleConsExpr:
+		for i, item := range x.Exprs {
+			p := path + "[" + strconv.Itoa(i) + "]"
+			s.add(p, item.Range())
+			s.within(p, item)
+		}
+	case *hclsyntax.ObjectConsExpr:
+		for _, item := range x.Items {
+			k, d := item.KeyExpr.Value(nil)
+			if d.HasErrors() || !k.IsKnown() || k.IsNull() || !k.Type().Equals(cty.String) {
+				continue // a computed key: only its object is located
+			}
+			p := path + "[" + strconv.Quote(k.AsString()) + "]"
+			s.add(p, item.KeyExpr.Range())
+			s.within(p, item.ValueExpr)
+		}
+	}
+}
+
+func (s spots) at(path string) (spot, bool) {
+	for _, sp := range s {
+		if sp.path == path {
+			return sp, true
+		}
+	}
+	return spot{}, false
+}
+
+// find is the range of the deepest written part of path, else fallback.
+func (s spots) find(fallback hcl.Range, path string) hcl.Range {
 	best := fallback
-	if body == nil || path == "" {
+	found := func(sp spot) {
+		best = hcl.Range{Filename: fallback.Filename, Start: hcl.Pos{Line: int(sp.line), Column: int(sp.col)}}
+		best.End = best.Start
+	}
+	if path == "" {
 		return best
 	}
 	steps := splitPath(path)
-	var expr hclsyntax.Expression
+	cur, inExpr := "", false // inExpr: past an attribute, inside its value
 	for i := 0; i < len(steps); i++ {
 		st := steps[i]
 		switch {
-		case st.name != "" && body != nil:
-			if a, ok := body.Attributes[st.name]; ok {
-				expr, body = a.Expr, nil
-				best = a.Expr.Range()
+		case st.name != "" && !inExpr:
+			if sp, ok := s.at(cur + st.name); ok {
+				found(sp)
+				cur, inExpr = cur+st.name, true
 				continue
-			}
-			var blocks []*hclsyntax.Block
-			for _, b := range body.Blocks {
-				if b.Type == st.name {
-					blocks = append(blocks, b)
-				}
-			}
-			if len(blocks) == 0 {
-				return best
 			}
 			idx := 0
 			if i+1 < len(steps) && steps[i+1].index >= 0 {
 				idx = steps[i+1].index
 				i++
 			}
-			if idx >= len(blocks) {
-				return best
-			}
-			body = blocks[idx].Body
-			best = blocks[idx].DefRange()
-		case st.index >= 0 && expr != nil:
-			tuple, ok := expr.(*hclsyntax.TupleConsExpr)
-			if !ok || st.index >= len(tuple.Exprs) {
-				return best
-			}
-			expr = tuple.Exprs[st.index]
-			best = expr.Range()
-		case st.key != nil && expr != nil:
-			obj, ok := expr.(*hclsyntax.ObjectConsExpr)
+			p := cur + st.name + "[" + strconv.Itoa(idx) + "]"
+			sp, ok := s.at(p)
 			if !ok {
 				return best
 			}
-			found := false
-			for _, item := range obj.Items {
-				k, d := item.KeyExpr.Value(nil)
-				if d.HasErrors() || !k.IsKnown() || k.IsNull() || k.Type().FriendlyName() != "string" {
-					// A computed key such as (gpuslice_package.small.name):
-					// match it by its source text's last name instead.
-					if strings.HasSuffix(strings.TrimRight(string(item.KeyExpr.Range().SliceBytes(nil)), ")"), *st.key) {
-						found = true
-					}
-				} else if k.AsString() == *st.key {
-					found = true
-				}
-				if found {
-					expr = item.ValueExpr
-					best = item.KeyExpr.Range()
-					break
-				}
-			}
-			if !found {
+			found(sp)
+			cur = p + "."
+		case st.index >= 0 && inExpr:
+			sp, ok := s.at(cur + "[" + strconv.Itoa(st.index) + "]")
+			if !ok {
 				return best
 			}
+			found(sp)
+			cur += "[" + strconv.Itoa(st.index) + "]"
+		case st.key != nil && inExpr:
+			p := cur + "[" + strconv.Quote(*st.key) + "]"
+			sp, ok := s.at(p)
+			if !ok {
+				return best
+			}
+			found(sp)
+			cur = p
 		default:
 			return best
 		}
