@@ -8,10 +8,10 @@
 package config
 
 import (
-	"encoding/json"
+	"errors"
+	"reflect"
 
 	"github.com/zclconf/go-cty/cty"
-	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/gpuslice/gpuslice/engine/diag"
 	"github.com/gpuslice/gpuslice/engine/schema"
@@ -42,10 +42,6 @@ func Decode(r schema.Resource, address string, args cty.Value) (spec.Resource, d
 		d.Address = address
 		return nil, diag.Diagnostics{*d}
 	}
-	data, err := ctyjson.Marshal(args, args.Type())
-	if err != nil {
-		return nil, diag.Diagnostics{diag.Errorf(address, "", "Cannot convert "+address, "%v", err)}
-	}
 	meta := spec.Meta{Address: address}
 	var target spec.Resource
 	switch r.Type {
@@ -60,7 +56,11 @@ func Decode(r schema.Resource, address string, args cty.Value) (spec.Resource, d
 	default:
 		return nil, diag.Diagnostics{diag.Errorf(address, "", "Unknown resource type", "%s is not a gpuslice resource type", r.Type)}
 	}
-	if err := json.Unmarshal(data, target); err != nil {
+	if err := fill(args, reflect.ValueOf(target), ""); err != nil {
+		var fe *fillError
+		if errors.As(err, &fe) {
+			return nil, diag.Diagnostics{diag.Errorf(address, fe.path, fe.summary, "%s", fe.detail)}
+		}
 		return nil, diag.Diagnostics{diag.Errorf(address, "", "Cannot convert "+address, "%v", err)}
 	}
 	return target, nil
