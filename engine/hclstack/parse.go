@@ -84,13 +84,9 @@ func parseDir(dir string) (*files, diag.Diagnostics) {
 	f := &files{parser: hclparse.NewParser()}
 	var diags diag.Diagnostics
 	for _, n := range names {
-		file, hd := f.parser.ParseHCLFile(filepath.Join(dir, n))
+		bodies, hd := parseFile(filepath.Join(dir, n))
 		diags = append(diags, fromHCL(hd)...)
-		if file != nil {
-			if body, ok := file.Body.(*hclsyntax.Body); ok {
-				f.bodies = append(f.bodies, body)
-			}
-		}
+		f.bodies = append(f.bodies, bodies...)
 	}
 	return f, diags
 }
