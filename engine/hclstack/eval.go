@@ -132,7 +132,12 @@ func (e *evaluator) decode(n *node) decoded {
 		}
 		return d
 	}
-	d.target, d.value = target, withComputed(val, target, n.resource, e.models)
+	d.target, d.value = target, cty.DynamicVal
+	if e.g.referenced[n.addr] {
+		// What other expressions see; a stack of thousands of workloads
+		// that nothing refers to builds none.
+		d.value = withComputed(val, target, n.resource, e.models)
+	}
 	return d
 }
 

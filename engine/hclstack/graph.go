@@ -62,6 +62,9 @@ type graph struct {
 	variables []*variable
 	outputs   []*node
 	decl      []*node // declaration order, for stable evaluation
+	// referenced holds the addresses some expression of the module refers
+	// to: only their values are built.
+	referenced map[string]bool
 }
 
 var resourceMeta = &hcl.BodySchema{
@@ -145,8 +148,12 @@ func buildGraph(f *files) (*graph, diag.Diagnostics) {
 	if diags.HasErrors() {
 		return g, diags
 	}
+	g.referenced = map[string]bool{}
 	for _, n := range g.decl {
 		diags = append(diags, g.resolveRefs(n)...)
+		for _, r := range n.refs {
+			g.referenced[r.addr] = true
+		}
 	}
 	return g, diags
 }
