@@ -56,7 +56,8 @@ func engineCounting(t *testing.T, suffix string) (*engine.Engine, *pathRequests)
 
 // TestBeginReadsTheStackBeforeItsConfiguration: Begin, called while the
 // CLI loads the configuration, reads the stack's inventory and starts
-// reading the kinds it names in their namespaces; the plan that follows
+// reading the kinds it names in their namespaces, with their schemas; the
+// plan that follows
 // continues that run (it reads the stack's Deployments once, as a plan
 // alone does, and finds nothing to change), while a plan of another stack
 // starts afresh.
@@ -92,5 +93,18 @@ func TestBeginReadsTheStackBeforeItsConfiguration(t *testing.T) {
 	requireNoChanges(t, begun, s)
 	if got, want := begunRequests.count(), 2*aloneRequests.count(); got != want {
 		t.Errorf("a plan after Begin of another stack read %s's Deployments with %d requests in all, want %d: it must read afresh", ns, got, want)
+	}
+
+	// The schema of a kind the stack applied is fetched by Begin, once.
+	typed, schemaRequests := engineCounting(t, "/openapi/v3/apis/apps/v1")
+	typed.Begin(ns)
+	if err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		return schemaRequests.count() > 0, nil
+	}); err != nil {
+		t.Fatalf("Begin did not fetch the schema of apps/v1, whose Deployments the stack applied: %v", err)
+	}
+	requireNoChanges(t, typed, s)
+	if got := schemaRequests.count(); got != 1 {
+		t.Errorf("Begin and the plan after it fetched the schema of apps/v1 %d times, want once", got)
 	}
 }
