@@ -29,7 +29,6 @@ func fill(v cty.Value, target reflect.Value, path string) error {
 	if !v.IsKnown() {
 		return &fillError{path, "Value known only after apply", "this attribute depends on a value gpuslice learns only by applying; use a value known before apply"}
 	}
-	ty := v.Type()
 	switch target.Kind() {
 	case reflect.Pointer:
 		if target.IsNil() {
@@ -37,32 +36,81 @@ func fill(v cty.Value, target reflect.Value, path string) error {
 		}
 		return fill(v, target.Elem(), path)
 	case reflect.Struct:
-		if !ty.IsObjectType() {
-			return mismatch(v, target, path)
+		return fillStruct(v, target, path)
+	case reflect.Slice:
+		return fillSlice(v, target, path)
+	case reflect.Map:
+		return fillMap(v, target, path)
+	}
+	return fillScalar(v, target, path)
+}
+
+func fillStruct(v cty.Value, target reflect.Value, path string) error {
+	ty := v.Type()
+	if !ty.IsObjectType() {
+		return mismatch(v, target, path)
+	}
+	fields := fieldsOf(target.Type())
+	for name := range ty.AttributeTypes() {
+		idx, ok := fields[name]
+		if !ok {
+			continue
 		}
-		fields := fieldsOf(target.Type())
-		for name := range ty.AttributeTypes() {
-			idx, ok := fields[name]
-			if !ok {
-				continue
-			}
-			if err := fill(v.GetAttr(name), target.FieldByIndex(idx), join(path, name)); err != nil {
-				return err
-			}
+		if err := fill(v.GetAttr(name), target.FieldByIndex(idx), join(path, name)); err != nil {
+			return err
 		}
-		return nil
+	}
+	return nil
+}
+
+func fillSlice(v cty.Value, target reflect.Value, path string) error {
+	ty := v.Type()
+	if !ty.IsListType() && !ty.IsSetType() && !ty.IsTupleType() {
+		return mismatch(v, target, path)
+	}
+	out := reflect.MakeSlice(target.Type(), v.LengthInt(), v.LengthInt())
+	i := 0
+	for it := v.ElementIterator(); it.Next(); i++ {
+		_, ev := it.Element()
+		if err := fill(ev, out.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			return err
+		}
+	}
+	target.Set(out)
+	return nil
+}
+
+func fillMap(v cty.Value, target reflect.Value, path string) error {
+	ty := v.Type()
+	if (!ty.IsMapType() && !ty.IsObjectType()) || target.Type().Key().Kind() != reflect.String {
+		return mismatch(v, target, path)
+	}
+	out := reflect.MakeMapWithSize(target.Type(), v.LengthInt())
+	for it := v.ElementIterator(); it.Next(); {
+		k, ev := it.Element()
+		elem := reflect.New(target.Type().Elem()).Elem()
+		if err := fill(ev, elem, fmt.Sprintf("%s[%q]", path, k.AsString())); err != nil {
+			return err
+		}
+		out.SetMapIndex(reflect.ValueOf(k.AsString()).Convert(target.Type().Key()), elem)
+	}
+	target.Set(out)
+	return nil
+}
+
+func fillScalar(v cty.Value, target reflect.Value, path string) error {
+	ty := v.Type()
+	switch target.Kind() {
 	case reflect.String:
 		if ty != cty.String {
 			return mismatch(v, target, path)
 		}
 		target.SetString(v.AsString())
-		return nil
 	case reflect.Bool:
 		if ty != cty.Bool {
 			return mismatch(v, target, path)
 		}
 		target.SetBool(v.True())
-		return nil
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		if ty != cty.Number {
 			return mismatch(v, target, path)
@@ -72,7 +120,6 @@ func fill(v cty.Value, target reflect.Value, path string) error {
 			return outOfRange(v, target, path)
 		}
 		target.SetInt(n)
-		return nil
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		if ty != cty.Number {
 			return mismatch(v, target, path)
@@ -82,45 +129,16 @@ func fill(v cty.Value, target reflect.Value, path string) error {
 			return outOfRange(v, target, path)
 		}
 		target.SetUint(n)
-		return nil
 	case reflect.Float32, reflect.Float64:
 		if ty != cty.Number {
 			return mismatch(v, target, path)
 		}
 		f, _ := v.AsBigFloat().Float64()
 		target.SetFloat(f)
-		return nil
-	case reflect.Slice:
-		if !ty.IsListType() && !ty.IsSetType() && !ty.IsTupleType() {
-			return mismatch(v, target, path)
-		}
-		out := reflect.MakeSlice(target.Type(), v.LengthInt(), v.LengthInt())
-		i := 0
-		for it := v.ElementIterator(); it.Next(); i++ {
-			_, ev := it.Element()
-			if err := fill(ev, out.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
-			}
-		}
-		target.Set(out)
-		return nil
-	case reflect.Map:
-		if (!ty.IsMapType() && !ty.IsObjectType()) || target.Type().Key().Kind() != reflect.String {
-			return mismatch(v, target, path)
-		}
-		out := reflect.MakeMapWithSize(target.Type(), v.LengthInt())
-		for it := v.ElementIterator(); it.Next(); {
-			k, ev := it.Element()
-			elem := reflect.New(target.Type().Elem()).Elem()
-			if err := fill(ev, elem, fmt.Sprintf("%s[%q]", path, k.AsString())); err != nil {
-				return err
-			}
-			out.SetMapIndex(reflect.ValueOf(k.AsString()).Convert(target.Type().Key()), elem)
-		}
-		target.Set(out)
-		return nil
+	default:
+		return mismatch(v, target, path)
 	}
-	return mismatch(v, target, path)
+	return nil
 }
 
 func mismatch(v cty.Value, target reflect.Value, path string) error {

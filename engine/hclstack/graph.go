@@ -148,6 +148,13 @@ func buildGraph(f *files) (*graph, diag.Diagnostics) {
 	if diags.HasErrors() {
 		return g, diags
 	}
+	return g, append(diags, g.resolveAll()...)
+}
+
+// resolveAll resolves the references of every node and notes what they
+// refer to.
+func (g *graph) resolveAll() diag.Diagnostics {
+	var diags diag.Diagnostics
 	g.referenced = map[string]bool{}
 	for _, n := range g.decl {
 		diags = append(diags, g.resolveRefs(n)...)
@@ -155,7 +162,7 @@ func buildGraph(f *files) (*graph, diag.Diagnostics) {
 			g.referenced[r.addr] = true
 		}
 	}
-	return g, diags
+	return diags
 }
 
 func resourceNode(block *hcl.Block) (*node, diag.Diagnostics) {
