@@ -158,25 +158,31 @@ func (e *evaluator) join(n *node, d decoded, stack *spec.Stack) diag.Diagnostics
 // every core, and joins them to the stack in their order.
 func (e *evaluator) resources(nodes []*node, stack *spec.Stack) diag.Diagnostics {
 	out := make([]decoded, len(nodes))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(runtime.GOMAXPROCS(0), len(nodes)) {
-		wg.Go(func() {
-			for i := range next {
-				out[i] = e.decode(nodes[i])
-			}
-		})
-	}
-	for i := range nodes {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	onEveryCore(len(nodes), func(i int) { out[i] = e.decode(nodes[i]) })
 	var diags diag.Diagnostics
 	for i, n := range nodes {
 		diags = append(diags, e.join(n, out[i], stack)...)
 	}
 	return diags
+}
+
+// onEveryCore runs f for 0..n-1 on as many goroutines as the process may
+// run at once, and returns when all have.
+func onEveryCore(n int, f func(i int)) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Go(func() {
+			for i := range next {
+				f(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // independent is the longest run of resource nodes at the start of order

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"runtime"
-	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -86,22 +84,11 @@ func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 func parsePieces(src []byte, path string, ps []piece) ([]*hclsyntax.Body, hcl.Diagnostics, bool) {
 	bodies := make([]*hclsyntax.Body, len(ps))
 	diags := make([]hcl.Diagnostics, len(ps))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(ps)) {
-		wg.Go(func() {
-			for i := range next {
-				f, d := hclsyntax.ParseConfig(src[ps[i].start.Byte:ps[i].end], path, ps[i].start)
-				bodies[i], _ = f.Body.(*hclsyntax.Body)
-				diags[i] = d
-			}
-		})
-	}
-	for i := range ps {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	onEveryCore(len(ps), func(i int) {
+		f, d := hclsyntax.ParseConfig(src[ps[i].start.Byte:ps[i].end], path, ps[i].start)
+		bodies[i], _ = f.Body.(*hclsyntax.Body)
+		diags[i] = d
+	})
 	var all hcl.Diagnostics
 	for i, d := range diags {
 		if d.HasErrors() || bodies[i] == nil {
