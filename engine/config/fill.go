@@ -98,43 +98,19 @@ func fillMap(v cty.Value, target reflect.Value, path string) error {
 	return nil
 }
 
+// fillScalar sets the strings, bools and whole numbers the specs hold.
 func fillScalar(v cty.Value, target reflect.Value, path string) error {
-	ty := v.Type()
-	switch target.Kind() {
-	case reflect.String:
-		if ty != cty.String {
-			return mismatch(v, target, path)
-		}
+	switch k := target.Kind(); {
+	case k == reflect.String && v.Type() == cty.String:
 		target.SetString(v.AsString())
-	case reflect.Bool:
-		if ty != cty.Bool {
-			return mismatch(v, target, path)
-		}
+	case k == reflect.Bool && v.Type() == cty.Bool:
 		target.SetBool(v.True())
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if ty != cty.Number {
-			return mismatch(v, target, path)
-		}
+	case target.CanInt() && v.Type() == cty.Number:
 		n, acc := v.AsBigFloat().Int64()
 		if acc != big.Exact || target.OverflowInt(n) {
 			return outOfRange(v, target, path)
 		}
 		target.SetInt(n)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if ty != cty.Number {
-			return mismatch(v, target, path)
-		}
-		n, acc := v.AsBigFloat().Uint64()
-		if acc != big.Exact || target.OverflowUint(n) {
-			return outOfRange(v, target, path)
-		}
-		target.SetUint(n)
-	case reflect.Float32, reflect.Float64:
-		if ty != cty.Number {
-			return mismatch(v, target, path)
-		}
-		f, _ := v.AsBigFloat().Float64()
-		target.SetFloat(f)
 	default:
 		return mismatch(v, target, path)
 	}
@@ -146,15 +122,9 @@ func mismatch(v cty.Value, target reflect.Value, path string) error {
 }
 
 func outOfRange(v cty.Value, target reflect.Value, path string) error {
-	lo, hi := "0", ""
-	switch target.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		bits := target.Type().Bits()
-		lo, hi = fmt.Sprint(int64(-1)<<(bits-1)), fmt.Sprint(uint64(1)<<(bits-1)-1)
-	default:
-		hi = fmt.Sprint(uint64(1)<<target.Type().Bits() - 1)
-	}
-	return &fillError{path, "Number out of range", fmt.Sprintf("%s does not fit this attribute; write a number between %s and %s", v.AsBigFloat().Text('f', -1), lo, hi)}
+	bits := target.Type().Bits()
+	return &fillError{path, "Number out of range", fmt.Sprintf("%s does not fit this attribute; write a number between %d and %d",
+		v.AsBigFloat().Text('f', -1), int64(-1)<<(bits-1), uint64(1)<<(bits-1)-1)}
 }
 
 func join(path, name string) string {

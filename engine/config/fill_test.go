@@ -79,22 +79,18 @@ func randomValue(r *rand.Rand, ty cty.Type, depth int) cty.Value {
 		return cty.BoolVal(r.IntN(2) == 0)
 	case ty == cty.Number:
 		return cty.NumberIntVal([]int64{0, 1, -3, 25, 11434, 1 << 31, -1 << 31, 1 << 40}[r.IntN(8)])
-	case ty.IsListType():
-		if n == 0 {
+	case ty.IsListType() || ty.IsSetType():
+		if n == 0 && ty.IsListType() {
 			return cty.ListValEmpty(ty.ElementType())
-		}
-		elems := make([]cty.Value, n)
-		for i := range elems {
-			elems[i] = nonNull(r, ty.ElementType(), depth+1)
-		}
-		return cty.ListVal(elems)
-	case ty.IsSetType():
-		if n == 0 {
+		} else if n == 0 {
 			return cty.SetValEmpty(ty.ElementType())
 		}
 		elems := make([]cty.Value, n)
 		for i := range elems {
 			elems[i] = nonNull(r, ty.ElementType(), depth+1)
+		}
+		if ty.IsListType() {
+			return cty.ListVal(elems)
 		}
 		return cty.SetVal(elems)
 	case ty.IsMapType():
