@@ -1,6 +1,8 @@
 package view
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -25,6 +27,35 @@ var indexers = cache.Indexers{
 	},
 	IndexWorkload:   labelIndex(objects.LabelWorkload),
 	IndexPreloadFor: labelIndex(render.LabelPreloadFor),
+}
+
+// startIndexers are the indexes an informer of k keeps from its start:
+// the namespace index where one informer holds many namespaces (List of
+// some of them). The others are added at their first use (see index): a
+// plan's informers hold thousands of objects and never ask for them.
+func startIndexers(k entryKey) (cache.Indexers, map[string]bool) {
+	if k.namespace == "" && k.res.Namespaced {
+		return cache.Indexers{IndexNamespace: indexers[IndexNamespace]}, map[string]bool{IndexNamespace: true}
+	}
+	return cache.Indexers{}, map[string]bool{}
+}
+
+// index makes sure e's informer keeps index, indexing what it holds.
+func (e *entry) index(index string) error {
+	f, ok := indexers[index]
+	if !ok {
+		return fmt.Errorf("no index %q; this is a bug in gpuslice", index)
+	}
+	e.indexMu.Lock()
+	defer e.indexMu.Unlock()
+	if e.indexed[index] {
+		return nil
+	}
+	if err := e.informer.AddIndexers(cache.Indexers{index: f}); err != nil {
+		return err
+	}
+	e.indexed[index] = true
+	return nil
 }
 
 func labelIndex(key string) cache.IndexFunc {

@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/gpuslice/gpuslice/engine/internal/objects"
 )
 
 // entryKey names one informer the view runs: a resource, in one namespace
@@ -34,6 +36,9 @@ type entry struct {
 	ready    chan struct{} // closed once synced or failed
 	once     sync.Once
 	err      error
+
+	indexMu sync.Mutex      // adding an index
+	indexed map[string]bool // the indexes the informer keeps
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced at every event
@@ -120,10 +125,12 @@ func (v *View) start(k entryKey) *entry {
 	}
 	tweak := func(o *metav1.ListOptions) { o.LabelSelector, o.FieldSelector = k.res.Labels, k.res.Fields }
 	var inf cache.SharedIndexInformer
+	var start cache.Indexers
+	start, e.indexed = startIndexers(k)
 	if lw, example := v.typedListWatch(k, tweak); lw != nil {
-		inf = cache.NewSharedIndexInformer(lw, example, 0, indexers)
+		inf = cache.NewSharedIndexInformer(lw, example, 0, start)
 	} else {
-		inf = dynamicinformer.NewFilteredDynamicInformer(v.client, k.res.GVR, k.namespace, 0, indexers, tweak).Informer()
+		inf = dynamicinformer.NewFilteredDynamicInformer(v.client, k.res.GVR, k.namespace, 0, start, tweak).Informer()
 	}
 	ctx, cancel := context.WithCancel(v.ctx)
 	e.informer, e.stop = inf, cancel
@@ -191,7 +198,9 @@ func (v *View) typedListWatch(k entryKey, tweak func(*metav1.ListOptions)) (cach
 
 // transform stores typed resources as their client-go type (without
 // managedFields, which only plan reads), keeps what came typed so, and
-// makes sure every object carries its kind (items of a list do not).
+// makes sure every object carries its kind (items of a list do not). Of
+// the managedFields it keeps, only gpuslice's own say which fields: of
+// other managers the plan and apply read only the name and operation.
 func transform(res Resource) cache.TransformFunc {
 	gvk := res.GVR.GroupVersion().WithKind(res.Kind)
 	return func(obj any) (any, error) {
@@ -199,8 +208,12 @@ func transform(res Resource) cache.TransformFunc {
 		if !ok {
 			if o, ok := obj.(runtime.Object); ok {
 				o.GetObjectKind().SetGroupVersionKind(gvk)
-				if m, err := meta.Accessor(o); err == nil && res.Typed {
-					m.SetManagedFields(nil)
+				if m, err := meta.Accessor(o); err == nil {
+					if res.Typed {
+						m.SetManagedFields(nil)
+					} else {
+						onlyOwnFields(m)
+					}
 				}
 			}
 			return obj, nil
@@ -209,6 +222,7 @@ func transform(res Resource) cache.TransformFunc {
 			u.SetGroupVersionKind(gvk)
 		}
 		if !res.Typed {
+			onlyOwnFields(u)
 			return u, nil
 		}
 		typed, err := scheme.Scheme.New(gvk)
@@ -219,5 +233,22 @@ func transform(res Resource) cache.TransformFunc {
 			return nil, fmt.Errorf("read %s %s/%s: %w", res.Kind, u.GetNamespace(), u.GetName(), err)
 		}
 		return typed, nil
+	}
+}
+
+// onlyOwnFields drops the field sets of managers other than gpuslice's
+// apply: the largest is the controller's for status, rewritten at every
+// rollout and never read here.
+func onlyOwnFields(m metav1.Object) {
+	mfs := m.GetManagedFields()
+	trimmed := false
+	for i := range mfs {
+		if mfs[i].Manager != objects.FieldManager && mfs[i].FieldsV1 != nil {
+			mfs[i].FieldsV1 = nil
+			trimmed = true
+		}
+	}
+	if trimmed {
+		m.SetManagedFields(mfs) // an unstructured object's are a copy
 	}
 }

@@ -72,6 +72,9 @@ func (v *View) List(ctx context.Context, res Resource, namespaces ...string) ([]
 			out = append(out, idx.List()...)
 			continue
 		}
+		if err := p.e.index(IndexNamespace); err != nil {
+			return nil, fmt.Errorf("read %s: %w", p.e.what(), err)
+		}
 		for _, ns := range dedupe(p.namespaces) {
 			objs, err := idx.ByIndex(IndexNamespace, ns)
 			if err != nil {
@@ -95,6 +98,9 @@ func (v *View) ByIndex(ctx context.Context, res Resource, namespace, index, valu
 	}
 	var out []any
 	for _, p := range parts {
+		if err := p.e.index(index); err != nil {
+			return nil, fmt.Errorf("read %s: %w", p.e.what(), err)
+		}
 		objs, err := p.e.informer.GetIndexer().ByIndex(index, value)
 		if err != nil {
 			return nil, err

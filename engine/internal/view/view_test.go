@@ -419,3 +419,76 @@ func TestAsHandsOutCopies(t *testing.T) {
 		d.Labels["changed"] = "by a reader"
 	}
 }
+
+// The view keeps which fields gpuslice's apply owns (plan prunes by them)
+// and who else manages an object, but not the other managers' field sets:
+// the controller's status set alone outweighs many an object's spec.
+func TestKeepsOnlyGpuslicesFieldSets(t *testing.T) {
+	d := deployment("ollama", "10", 1)
+	fields := func(s string) *metav1.FieldsV1 { return &metav1.FieldsV1{Raw: []byte(s)} }
+	d.ManagedFields = []metav1.ManagedFieldsEntry{
+		{Manager: objects.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: fields(`{"f:spec":{"f:replicas":{}}}`)},
+		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: fields(`{"f:status":{"f:replicas":{}}}`)},
+	}
+	v, _ := watched(t, d)
+	obj, err := v.Get(context.Background(), deployments, "team-a", "ollama")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		t.Fatalf("%T has no metadata", obj)
+	}
+	got := map[string]string{}
+	for _, mf := range m.GetManagedFields() {
+		got[mf.Manager+"/"+string(mf.Operation)] = ""
+		if mf.FieldsV1 != nil {
+			got[mf.Manager+"/"+string(mf.Operation)] = string(mf.FieldsV1.Raw)
+		}
+	}
+	want := map[string]string{
+		objects.FieldManager + "/Apply":  `{"f:spec":{"f:replicas":{}}}`,
+		"kube-controller-manager/Update": "",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("managed fields in the view: %v, want %v", got, want)
+	}
+}
+
+// An informer keeps an index only from its first use on (a plan's never
+// use one): the objects it already holds are indexed then, and those that
+// arrive later as they come.
+func TestIndexFromItsFirstUse(t *testing.T) {
+	ctx := context.Background()
+	of := func(name, rv, workload string) *appsv1.Deployment {
+		d := deployment(name, rv, 1)
+		d.Labels[objects.LabelWorkload] = workload
+		return d
+	}
+	v, w := watched(t, of("a", "10", "a"), of("b", "10", "b"))
+	if _, err := v.Get(ctx, deployments, "team-a", "a"); err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		objs, err := v.ByIndex(ctx, deployments, "team-a", view.IndexWorkload, "team-a/a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, o := range objs {
+			out = append(out, o.(metav1.Object).GetName())
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := names(); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("workload a's objects held before the index: %v, want [a]", got)
+	}
+	later := of("a-preload", "11", "a")
+	v.Observe(kube.Write{Resource: schema.GroupResource{Group: "apps", Resource: "deployments"}, Namespace: "team-a", Name: later.Name,
+		ResourceVersion: "11", Labels: later.Labels})
+	w.Add(viewtest.Unstructured(t, later))
+	if got := names(); !slices.Equal(got, []string{"a", "a-preload"}) {
+		t.Fatalf("workload a's objects after one more arrived: %v, want [a a-preload]", got)
+	}
+}
