@@ -2,6 +2,7 @@ package view
 
 import (
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,22 +41,40 @@ func startIndexers(k entryKey) (cache.Indexers, map[string]bool) {
 	return cache.Indexers{}, map[string]bool{}
 }
 
-// index makes sure e's informer keeps index, indexing what it holds.
-func (e *entry) index(index string) error {
+// byIndex returns what e's informer holds whose index has value, adding
+// the index at its first use.
+func (e *entry) byIndex(index, value string) ([]any, error) {
 	f, ok := indexers[index]
 	if !ok {
-		return fmt.Errorf("no index %q; this is a bug in gpuslice", index)
+		return nil, fmt.Errorf("read %s: no index %q; this is a bug in gpuslice", e.what(), index)
 	}
+	if e.keepIndex(index, f) {
+		return e.informer.GetIndexer().ByIndex(index, value)
+	}
+	// Stopped meanwhile (the view was reset or closed): an informer takes
+	// no index then, so look through what it holds.
+	var out []any
+	for _, obj := range e.informer.GetIndexer().List() {
+		values, err := f(obj)
+		if err != nil {
+			return nil, err
+		}
+		if slices.Contains(values, value) {
+			out = append(out, obj)
+		}
+	}
+	return out, nil
+}
+
+// keepIndex reports whether e's informer keeps index, adding it (which
+// indexes what it holds) if it can.
+func (e *entry) keepIndex(index string, f cache.IndexFunc) bool {
 	e.indexMu.Lock()
 	defer e.indexMu.Unlock()
-	if e.indexed[index] {
-		return nil
+	if !e.indexed[index] && e.informer.AddIndexers(cache.Indexers{index: f}) == nil {
+		e.indexed[index] = true
 	}
-	if err := e.informer.AddIndexers(cache.Indexers{index: f}); err != nil {
-		return err
-	}
-	e.indexed[index] = true
-	return nil
+	return e.indexed[index]
 }
 
 func labelIndex(key string) cache.IndexFunc {

@@ -67,16 +67,12 @@ func (v *View) List(ctx context.Context, res Resource, namespaces ...string) ([]
 	}
 	var out []any
 	for _, p := range parts {
-		idx := p.e.informer.GetIndexer()
 		if len(p.namespaces) == 0 {
-			out = append(out, idx.List()...)
+			out = append(out, p.e.informer.GetIndexer().List()...)
 			continue
 		}
-		if err := p.e.index(IndexNamespace); err != nil {
-			return nil, fmt.Errorf("read %s: %w", p.e.what(), err)
-		}
 		for _, ns := range dedupe(p.namespaces) {
-			objs, err := idx.ByIndex(IndexNamespace, ns)
+			objs, err := p.e.byIndex(IndexNamespace, ns)
 			if err != nil {
 				return nil, err
 			}
@@ -98,10 +94,7 @@ func (v *View) ByIndex(ctx context.Context, res Resource, namespace, index, valu
 	}
 	var out []any
 	for _, p := range parts {
-		if err := p.e.index(index); err != nil {
-			return nil, fmt.Errorf("read %s: %w", p.e.what(), err)
-		}
-		objs, err := p.e.informer.GetIndexer().ByIndex(index, value)
+		objs, err := p.e.byIndex(index, value)
 		if err != nil {
 			return nil, err
 		}
