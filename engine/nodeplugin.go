@@ -34,7 +34,11 @@ func (e *Engine) guardNodePluginRemoval(ctx context.Context, p *plan.Plan) error
 	// serve the rest.
 	served := map[string]bool{}
 	if removed.Live != nil {
-		selector, _, _ := unstructured.NestedStringMap(removed.Live.Object, "spec", "template", "spec", "nodeSelector")
+		ds, err := daemonSet(removed.Live)
+		if err != nil {
+			return err
+		}
+		selector := ds.Spec.Template.Spec.NodeSelector
 		nodes, err := e.Clients.Typed.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(selector).String()})
 		if err != nil {
 			return fmt.Errorf("list the nodes the node plugin serves before removing it: %w", err)

@@ -58,16 +58,33 @@ func (e *Engine) guardNodePluginRollback(ctx context.Context, p *plan.Plan) erro
 
 // pluginImage is the node plugin's image and node selector in a rendered
 // or live DaemonSet.
-func pluginImage(u *unstructured.Unstructured) (string, map[string]string, error) {
-	var ds appsv1.DaemonSet
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ds); err != nil {
-		return "", nil, fmt.Errorf("read the node plugin's DaemonSet %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+func pluginImage(obj runtime.Object) (string, map[string]string, error) {
+	ds, err := daemonSet(obj)
+	if err != nil {
+		return "", nil, err
 	}
 	pod := ds.Spec.Template.Spec
 	if len(pod.Containers) == 0 {
-		return "", nil, fmt.Errorf("the node plugin's DaemonSet %s/%s has no container", u.GetNamespace(), u.GetName())
+		return "", nil, fmt.Errorf("the node plugin's DaemonSet %s/%s has no container", ds.Namespace, ds.Name)
 	}
 	return pod.Containers[0].Image, pod.NodeSelector, nil
+}
+
+// daemonSet reads obj, the view's (client-go's type) or rendered
+// (unstructured), as a DaemonSet.
+func daemonSet(obj runtime.Object) (*appsv1.DaemonSet, error) {
+	if ds, ok := obj.(*appsv1.DaemonSet); ok {
+		return ds, nil
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("read the node plugin's DaemonSet: %T is no DaemonSet; this is a bug in gpuslice", obj)
+	}
+	var ds appsv1.DaemonSet
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ds); err != nil {
+		return nil, fmt.Errorf("read the node plugin's DaemonSet %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return &ds, nil
 }
 
 // strandedClaim is a claim whose node needs a checkpoint format the target

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
@@ -56,9 +58,13 @@ func handOverReplicas(ctx context.Context, res dynamic.ResourceInterface, c plan
 }
 
 // ownsReplicas reports whether gpuslice's apply owns spec.replicas.
-func ownsReplicas(live *unstructured.Unstructured) bool {
+func ownsReplicas(live runtime.Object) bool {
+	m, err := meta.Accessor(live)
+	if err != nil {
+		return false
+	}
 	replicas := fieldpath.MakePathOrDie("spec", "replicas")
-	for _, mf := range live.GetManagedFields() {
+	for _, mf := range m.GetManagedFields() {
 		if mf.Manager != objects.FieldManager || mf.Operation != metav1.ManagedFieldsOperationApply || mf.FieldsV1 == nil {
 			continue
 		}

@@ -9,8 +9,9 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
@@ -90,12 +91,16 @@ func conflictOwners(err error) []string {
 
 // appliersAmong returns the managers that own their fields through
 // server-side apply (as opposed to updates by hand or by controllers).
-func appliersAmong(managers []string, live *unstructured.Unstructured) []string {
+func appliersAmong(managers []string, live runtime.Object) []string {
 	if live == nil {
 		return managers
 	}
+	m, err := meta.Accessor(live)
+	if err != nil {
+		return managers
+	}
 	ops := map[string]metav1.ManagedFieldsOperationType{}
-	for _, mf := range live.GetManagedFields() {
+	for _, mf := range m.GetManagedFields() {
 		if ops[mf.Manager] != metav1.ManagedFieldsOperationApply {
 			ops[mf.Manager] = mf.Operation
 		}

@@ -50,10 +50,23 @@ type Change struct {
 
 	// Desired is what apply sends, and Live what the cluster held, for a
 	// change that does something; a no-op keeps neither, only Rendered
-	// (nothing for an object removed from the configuration).
+	// (nothing for an object removed from the configuration). Live is the
+	// view's own object (a client-go type, or unstructured): read it, never
+	// change it (LiveObject gives a copy to change).
 	Desired  *unstructured.Unstructured `json:"-"`
-	Live     *unstructured.Unstructured `json:"-"`
+	Live     runtime.Object             `json:"-"`
 	Rendered objects.Object             `json:"-"`
+}
+
+// LiveObject is a copy of Live as unstructured; nil when there is none.
+func (c Change) LiveObject() (*unstructured.Unstructured, error) {
+	if c.Live == nil {
+		return nil, nil
+	}
+	if u, ok := c.Live.(*unstructured.Unstructured); ok {
+		return u.DeepCopy(), nil
+	}
+	return Unstructured(c.Live)
 }
 
 // DesiredObject is Desired, converted from Rendered for a no-op; nil for
@@ -164,11 +177,7 @@ func Make(ctx context.Context, r Reader, stack string, desired []objects.Object,
 			p.Gone = append(p.Gone, ref) // already gone; the next inventory drops it
 			continue
 		}
-		u, err := copyOf(l)
-		if err != nil {
-			return nil, err
-		}
-		c, err := Prune(ref, u)
+		c, err := Prune(ref, l)
 		if err != nil {
 			return nil, fmt.Errorf("inventory of stack %s: %w", stack, err)
 		}
@@ -217,8 +226,8 @@ func compare(ctx context.Context, r Reader, stack string, o objects.Object, live
 		c.Action, c.Reason = Replace, reason
 		c.Desired = desired // created again, so with its initial count
 	}
-	c.Live, err = copyOf(live)
-	return c, d, err
+	c.Live = live
+	return c, d, nil
 }
 
 // eachIndex runs f for 0..n-1 on as many goroutines as the process may
@@ -235,21 +244,17 @@ func eachIndex(ctx context.Context, n int, f func(i int) error) error {
 	return g.Wait()
 }
 
-// copyOf is live as an unstructured object of the plan's own.
-func copyOf(live runtime.Object) (*unstructured.Unstructured, error) {
-	if u, ok := live.(*unstructured.Unstructured); ok {
-		return u.DeepCopy(), nil
-	}
-	return Unstructured(live)
-}
-
 // Prune is the change that removes live, an object of the stack the
 // configuration no longer has: delete it, or release it when gpuslice
 // only adds to it (namespaces).
-func Prune(ref objects.Ref, live *unstructured.Unstructured) (Change, error) {
+func Prune(ref objects.Ref, live runtime.Object) (Change, error) {
 	kind, err := objects.KindOf(ref.Group, ref.Kind)
 	if err != nil {
 		return Change{}, err
+	}
+	m, err := meta.Accessor(live)
+	if err != nil {
+		return Change{}, fmt.Errorf("plan the removal of %s: %w", ref, err)
 	}
 	action, reason := Delete, ""
 	if kind.Release {
@@ -257,10 +262,10 @@ func Prune(ref objects.Ref, live *unstructured.Unstructured) (Change, error) {
 	}
 	// A model volume outlives its workload (its models took hours to
 	// download) unless the configuration said to delete it.
-	if ref.Group == "" && ref.Kind == "PersistentVolumeClaim" && live.GetAnnotations()[objects.AnnotationOnDestroy] != "delete" {
+	if ref.Group == "" && ref.Kind == "PersistentVolumeClaim" && m.GetAnnotations()[objects.AnnotationOnDestroy] != "delete" {
 		action, reason = Release, KeptVolume
 	}
-	return Change{Action: action, Ref: ref, Address: live.GetAnnotations()[objects.AnnotationAddress], Live: live, Reason: reason}, nil
+	return Change{Action: action, Ref: ref, Address: m.GetAnnotations()[objects.AnnotationAddress], Live: live, Reason: reason}, nil
 }
 
 // KeptVolume is the reason a model volume is released, not deleted.
