@@ -52,21 +52,10 @@ type Change struct {
 	// change that does something; a no-op keeps neither, only Rendered
 	// (nothing for an object removed from the configuration). Live is the
 	// view's own object (a client-go type, or unstructured): read it, never
-	// change it (LiveObject gives a copy to change).
+	// change it.
 	Desired  *unstructured.Unstructured `json:"-"`
 	Live     runtime.Object             `json:"-"`
 	Rendered objects.Object             `json:"-"`
-}
-
-// LiveObject is a copy of Live as unstructured; nil when there is none.
-func (c Change) LiveObject() (*unstructured.Unstructured, error) {
-	if c.Live == nil {
-		return nil, nil
-	}
-	if u, ok := c.Live.(*unstructured.Unstructured); ok {
-		return u.DeepCopy(), nil
-	}
-	return Unstructured(c.Live)
 }
 
 // DesiredObject is Desired, converted from Rendered for a no-op; nil for
