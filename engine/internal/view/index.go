@@ -32,7 +32,7 @@ var indexers = cache.Indexers{
 
 // startIndexers are the indexes an informer of k keeps from its start:
 // the namespace index where one informer holds many namespaces (List of
-// some of them). The others are added at their first use (see index): a
+// some of them). The others are added at their first use (byIndex): a
 // plan's informers hold thousands of objects and never ask for them.
 func startIndexers(k entryKey) (cache.Indexers, map[string]bool) {
 	if k.namespace == "" && k.res.Namespaced {

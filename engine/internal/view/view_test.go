@@ -455,8 +455,8 @@ func TestKeepsOnlyGpuslicesFieldSets(t *testing.T) {
 	}
 }
 
-// An informer keeps an index only from its first use on (a plan's never
-// use one): the objects it already holds are indexed then, and those that
+// An informer keeps an index only from its first use on (a plan uses
+// none): the objects it already holds are indexed then, and those that
 // arrive later as they come.
 func TestIndexFromItsFirstUse(t *testing.T) {
 	ctx := context.Background()
