@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -87,7 +89,7 @@ func Start(t *testing.T, c *cluster.Cluster, ns string) *Flux {
 	t.Cleanup(proxy.Close)
 
 	cmd := exec.Command(bin, "--storage-path="+t.TempDir(), "--storage-addr="+storage, "--storage-adv-addr="+strings.TrimPrefix(proxy.URL, "http://"),
-		"--metrics-addr="+FreeAddr(t), "--health-addr="+FreeAddr(t), "--enable-leader-election=false", "--events-addr=", "--log-encoding=console")
+		"--metrics-addr=0", "--health-addr=0", "--enable-leader-election=false", "--events-addr=", "--log-encoding=console")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath)
 	out, exited := proctest.Start(t, cmd)
 	t.Cleanup(func() {
@@ -181,15 +183,50 @@ func ArtifactRevision(u *unstructured.Unstructured) string {
 	return s
 }
 
-// FreeAddr is a loopback address no one listens on now.
+// FreeAddr is a loopback address no one listens on now, for a process the
+// test starts to bind. Its port lies below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), which listeners on port 0 and outgoing
+// connections draw from: a port from that range, once closed, can be
+// taken by any connection before the process binds it (source-controller
+// then exits with "address already in use"). Below the range only an
+// explicit bind can take it.
 func FreeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := ephemeralLow()
+	for range 100 {
+		port := belowEphemeral + rand.IntN(low-belowEphemeral)
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // taken: draw another
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatalf("no free loopback port between %d and %d", belowEphemeral, low)
+	return ""
+}
+
+// belowEphemeral is where FreeAddr starts drawing: above the ports
+// services are configured on.
+const belowEphemeral = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768,
+// Linux's default, where it cannot be read or leaves too little room).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil || low < belowEphemeral+1000 {
+		return 32768
+	}
+	return low
 }
 
 func tail(s string, lines int) string {
