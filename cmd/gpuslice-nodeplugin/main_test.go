@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"github.com/gpuslice/gpuslice/contract"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+	"github.com/gpuslice/gpuslice/internal/freeport"
 	"github.com/gpuslice/gpuslice/internal/gobuild"
 	"github.com/gpuslice/gpuslice/nodeplugin/simulate"
 )
@@ -168,10 +168,9 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
+	return addr
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -21,6 +20,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine/reconcile"
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+	"github.com/gpuslice/gpuslice/internal/freeport"
 	"github.com/gpuslice/gpuslice/internal/gitserver"
 )
 
@@ -48,12 +48,10 @@ func TestReconcileGuideSetup(t *testing.T) {
 	c := clustertest.Shared(t)
 	srv := gitserver.New(t)
 	rev := srv.Commit("prod", map[string]string{"stacks/prod/main.tf": stackConfig("prod", 1, "8192")})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	args := guideSetup(t)
 	for i, a := range args {
 		switch a {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/gpuslice/gpuslice/internal/freeport"
 	"github.com/gpuslice/gpuslice/internal/proc"
 )
 
@@ -176,24 +177,31 @@ func (c *Cluster) start(ctx context.Context, bins map[string]string, apiPort int
 		return err
 	}
 
-	ports, err := freePorts(5)
+	// Each component's ports are drawn just before it starts, so that a
+	// port stays unbound for as short a time as can be.
+	ports, err := freeport.Ports(2)
 	if err != nil {
 		return err
 	}
-	etcdPort, peerPort, schedPort, cmPort := ports[0], ports[1], ports[2], ports[3]
-	if apiPort == 0 {
-		apiPort = ports[4]
-	}
-	if err := c.connect(apiPort, schedulerToken); err != nil {
+	if err := c.startEtcd(ctx, bins[Etcd], ports[0], ports[1], logDir); err != nil {
 		return err
 	}
-	if err := c.startEtcd(ctx, bins[Etcd], etcdPort, peerPort, logDir); err != nil {
+	if apiPort == 0 {
+		if ports, err = freeport.Ports(1); err != nil {
+			return err
+		}
+		apiPort = ports[0]
+	}
+	if err := c.connect(apiPort, schedulerToken); err != nil {
 		return err
 	}
 	if err := c.startAPIServer(ctx, bins[KubeAPIServer], apiPort, keys, tokenFile, logDir); err != nil {
 		return err
 	}
-	if err := c.startControllers(ctx, bins, schedPort, cmPort, keys, logDir); err != nil {
+	if ports, err = freeport.Ports(2); err != nil {
+		return err
+	}
+	if err := c.startControllers(ctx, bins, ports[0], ports[1], keys, logDir); err != nil {
 		return err
 	}
 

@@ -10,8 +10,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -19,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -39,6 +36,7 @@ import (
 
 	"github.com/gpuslice/gpuslice/internal/cluster"
 	"github.com/gpuslice/gpuslice/internal/cluster/clustertest"
+	"github.com/gpuslice/gpuslice/internal/freeport"
 	"github.com/gpuslice/gpuslice/internal/proc/proctest"
 	"github.com/gpuslice/gpuslice/internal/testenv"
 )
@@ -184,49 +182,14 @@ func ArtifactRevision(u *unstructured.Unstructured) string {
 }
 
 // FreeAddr is a loopback address no one listens on now, for a process the
-// test starts to bind. Its port lies below the kernel's ephemeral range
-// (net.ipv4.ip_local_port_range), which listeners on port 0 and outgoing
-// connections draw from: a port from that range, once closed, can be
-// taken by any connection before the process binds it (source-controller
-// then exits with "address already in use"). Below the range only an
-// explicit bind can take it.
+// test starts to bind (see package freeport for why not port 0).
 func FreeAddr(t *testing.T) string {
 	t.Helper()
-	low := ephemeralLow()
-	for range 100 {
-		port := belowEphemeral + rand.IntN(low-belowEphemeral)
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue // taken: draw another
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		return addr
-	}
-	t.Fatalf("no free loopback port between %d and %d", belowEphemeral, low)
-	return ""
-}
-
-// belowEphemeral is where FreeAddr starts drawing: above the ports
-// services are configured on.
-const belowEphemeral = 20000
-
-// ephemeralLow is the first port of the kernel's ephemeral range (32768,
-// Linux's default, where it cannot be read or leaves too little room).
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	addr, err := freeport.Addr()
 	if err != nil {
-		return 32768
+		t.Fatal(err)
 	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 32768
-	}
-	low, err := strconv.Atoi(f[0])
-	if err != nil || low < belowEphemeral+1000 {
-		return 32768
-	}
-	return low
+	return addr
 }
 
 func tail(s string, lines int) string {
