@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -193,7 +194,28 @@ func (v *View) typedListWatch(k entryKey, tweak func(*metav1.ListOptions)) (cach
 		}
 		v.rest[gv] = client
 	}
-	return cache.NewFilteredListWatchFromClient(client, k.res.GVR.Resource, k.namespace, tweak), example
+	return listWatch(client, k.res.GVR.Resource, k.namespace, tweak), example
+}
+
+// listWatch lists compressed, as client-go does, but watches uncompressed:
+// after its list a watch carries only changes, a few small events, while
+// each compressed stream holds a decompressor with its 32 KiB window for
+// as long as it runs (one per informer: 2 MiB of a plan of 1000 workloads
+// in 10 namespaces).
+func listWatch(c rest.Interface, resource, namespace string, tweak func(*metav1.ListOptions)) *cache.ListWatch {
+	req := func(options metav1.ListOptions) *rest.Request {
+		tweak(&options)
+		return c.Get().Namespace(namespace).Resource(resource).VersionedParams(&options, metav1.ParameterCodec)
+	}
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
+			return req(options).Do(ctx).Get()
+		},
+		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+			options.Watch = true
+			return req(options).SetHeader("Accept-Encoding", "identity").Watch(ctx)
+		},
+	}
 }
 
 // transform stores typed resources as their client-go type (without
