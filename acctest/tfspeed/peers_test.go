@@ -114,9 +114,7 @@ func baselineCLI(b *testing.B) (path, commit string) {
 	git("worktree", "add", "--detach", src, commit)
 	defer git("worktree", "remove", "--force", src)
 	path = filepath.Join(dir, "gpuslice")
-	build := exec.Command("go", "build", "-o", path, "./cmd/gpuslice")
-	build.Dir = src
-	if out, err := build.CombinedOutput(); err != nil {
+	if out, err := cliBuild(src, path).CombinedOutput(); err != nil {
 		b.Fatalf("build the CLI of %s: %v\n%s", commit, err, out)
 	}
 	return path, commit
