@@ -195,6 +195,10 @@ func compare(ctx context.Context, r Reader, stack string, o objects.Object, live
 		c.Action, c.Desired = Create, desired
 		return c, nil, nil
 	}
+	live, err = objects.Decoded(live)
+	if err != nil {
+		return c, nil, fmt.Errorf("plan %s: %w", o.Address, err)
+	}
 	d := ownership(stack, o, live, inInventory, opts.Adopt)
 	c.Desired = leaveReplicas(desired)
 	types, err := r.Types(ctx, o.GroupVersionKind())
@@ -240,6 +244,10 @@ func Prune(ref objects.Ref, live runtime.Object) (Change, error) {
 	kind, err := objects.KindOf(ref.Group, ref.Kind)
 	if err != nil {
 		return Change{}, err
+	}
+	live, err = objects.Decoded(live)
+	if err != nil {
+		return Change{}, fmt.Errorf("plan the removal of %s: %w", ref, err)
 	}
 	m, err := meta.Accessor(live)
 	if err != nil {
@@ -312,7 +320,8 @@ func immutableChange(k objects.Kind, fields []FieldChange) string {
 // the way), so a steady-state plan sends no request at all.
 type Reader interface {
 	// Object is the live object as the reader holds it, shared: plan
-	// never changes it, and copies it only into the changes it keeps.
+	// never changes it, and copies it only into the changes it keeps. It
+	// may be objects.Encoded: plan decodes it when it compares.
 	Object(ctx context.Context, ref objects.Ref) (runtime.Object, error)
 	// WarmKinds starts reading the kinds at once, before Object asks one
 	// by one.

@@ -21,6 +21,10 @@ const (
 	IndexPreloadFor = "preload-for"
 )
 
+// indexedLabels are the labels the indexes read, which an encoded object
+// keeps beside its encoding.
+var indexedLabels = []string{objects.LabelWorkload, render.LabelPreloadFor}
+
 var indexers = cache.Indexers{
 	IndexNamespace: cache.MetaNamespaceIndexFunc,
 	IndexName: func(obj any) ([]string, error) {

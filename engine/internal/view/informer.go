@@ -201,13 +201,15 @@ func (v *View) typedListWatch(k entryKey, tweak func(*metav1.ListOptions)) (cach
 // after its list a watch carries only changes, a few small events, while
 // each compressed stream holds a decompressor with its 32 KiB window for
 // as long as it runs (one per informer: 2 MiB of a plan of 1000 workloads
-// in 10 namespaces).
-func listWatch(c rest.Interface, resource, namespace string, tweak func(*metav1.ListOptions)) *cache.ListWatch {
+// in 10 namespaces). The list is a LIST, not client-go's streaming watch
+// list, which would carry the initial objects uncompressed too: a
+// namespace of 100 workloads lists 24 KiB compressed, 414 KiB not.
+func listWatch(c rest.Interface, resource, namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher {
 	req := func(options metav1.ListOptions) *rest.Request {
 		tweak(&options)
 		return c.Get().Namespace(namespace).Resource(resource).VersionedParams(&options, metav1.ParameterCodec)
 	}
-	return &cache.ListWatch{
+	return listThenWatch{&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
 			return req(options).Do(ctx).Get()
 		},
@@ -215,28 +217,50 @@ func listWatch(c rest.Interface, resource, namespace string, tweak func(*metav1.
 			options.Watch = true
 			return req(options).SetHeader("Accept-Encoding", "identity").Watch(ctx)
 		},
-	}
+	}}
 }
+
+// listThenWatch tells client-go's reflector to list, then watch, rather
+// than stream the initial objects over the watch.
+type listThenWatch struct{ *cache.ListWatch }
+
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // transform stores typed resources as their client-go type (without
 // managedFields, which only plan reads), keeps what came typed so, and
 // makes sure every object carries its kind (items of a list do not). Of
 // the managedFields it keeps, only gpuslice's own say which fields: of
 // other managers the plan and apply read only the name and operation.
+// The objects of the kinds gpuslice applies, which plan reads once each,
+// are kept encoded (objects.Encoded) and decoded when read.
 func transform(res Resource) cache.TransformFunc {
 	gvk := res.GVR.GroupVersion().WithKind(res.Kind)
 	return func(obj any) (any, error) {
+		if _, done := obj.(*objects.Encoded); done {
+			return obj, nil
+		}
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
-			if o, ok := obj.(runtime.Object); ok {
-				o.GetObjectKind().SetGroupVersionKind(gvk)
-				if m, err := meta.Accessor(o); err == nil {
-					if res.Typed {
-						m.SetManagedFields(nil)
-					} else {
-						onlyOwnFields(m)
-					}
-				}
+			o, ok := obj.(runtime.Object)
+			if !ok {
+				return obj, nil
+			}
+			o.GetObjectKind().SetGroupVersionKind(gvk)
+			m, err := meta.Accessor(o)
+			if err != nil {
+				return obj, nil
+			}
+			if res.Typed {
+				m.SetManagedFields(nil)
+				return obj, nil
+			}
+			onlyOwnFields(m)
+			e, encoded, err := objects.Encode(o, gvk, indexedLabels...)
+			switch {
+			case err != nil:
+				return nil, err
+			case encoded:
+				return e, nil
 			}
 			return obj, nil
 		}

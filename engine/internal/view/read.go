@@ -58,7 +58,7 @@ func (v *View) perNamespace(ctx context.Context, res Resource, namespaces []stri
 
 // List returns the objects of res in namespaces (everywhere when none):
 // as their client-go type when the kind is one client-go knows (always for
-// Typed resources), else unstructured. They are the cache's own: never
+// Typed resources), else unstructured. They may be the cache's own: never
 // modify them; As gives a copy of one.
 func (v *View) List(ctx context.Context, res Resource, namespaces ...string) ([]any, error) {
 	parts, err := v.covering(ctx, res, namespaces)
@@ -79,7 +79,7 @@ func (v *View) List(ctx context.Context, res Resource, namespaces ...string) ([]
 			out = append(out, objs...)
 		}
 	}
-	return out, nil
+	return decoded(out)
 }
 
 // ByIndex returns the objects of res in namespace whose index has value.
@@ -100,12 +100,36 @@ func (v *View) ByIndex(ctx context.Context, res Resource, namespace, index, valu
 		}
 		out = append(out, objs...)
 	}
-	return out, nil
+	return decoded(out)
+}
+
+// decoded replaces the encoded objects among objs, the cache's own, with
+// the objects they encode.
+func decoded(objs []any) ([]any, error) {
+	for i, o := range objs {
+		if e, ok := o.(*objects.Encoded); ok {
+			obj, err := e.Decode()
+			if err != nil {
+				return nil, err
+			}
+			objs[i] = obj
+		}
+	}
+	return objs, nil
 }
 
 // Get returns the object of res named name in namespace; nil when the view
 // has none (then none exists within res's selectors).
 func (v *View) Get(ctx context.Context, res Resource, namespace, name string) (any, error) {
+	obj, err := v.held(ctx, res, namespace, name)
+	if e, ok := obj.(*objects.Encoded); ok && err == nil {
+		return e.Decode()
+	}
+	return obj, err
+}
+
+// held is Get's object as the view holds it: perhaps encoded.
+func (v *View) held(ctx context.Context, res Resource, namespace, name string) (any, error) {
 	var namespaces []string
 	if namespace != "" {
 		namespaces = []string{namespace}
@@ -151,8 +175,11 @@ func (v *View) Fetch(ctx context.Context, res Resource, namespace, name string) 
 }
 
 // Object returns the live object ref names: the view's own (never change
-// it), or — when gpuslice's labels are not on it — one read from the API
-// server, so an object in the way is still found. nil when none exists.
+// it; objects.Decoded gives it decoded when it is kept encoded), or — when
+// gpuslice's labels are not on it — one read from the API server, so an
+// object in the way is still found. nil when none exists. A plan holds
+// every live object of its stack at once: encoded, they take a third of
+// the memory.
 func (v *View) Object(ctx context.Context, ref objects.Ref) (runtime.Object, error) {
 	kind, err := objects.KindOf(ref.Group, ref.Kind)
 	if err != nil {
@@ -162,7 +189,7 @@ func (v *View) Object(ctx context.Context, ref objects.Ref) (runtime.Object, err
 	if kind.Release {
 		res = NamespaceNamed(ref.Name) // holds it, labelled or not
 	}
-	obj, err := v.Get(ctx, res, ref.Namespace, ref.Name)
+	obj, err := v.held(ctx, res, ref.Namespace, ref.Name)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", ref, err)
 	}
@@ -181,7 +208,7 @@ func (v *View) Object(ctx context.Context, ref objects.Ref) (runtime.Object, err
 		// a stack that creates its namespaces asks nothing per object
 		// (thousands of requests, throttled, at a first apply). Without
 		// the right to read namespaces, every object is asked for.
-		ns, err := v.Get(ctx, NamespaceNamed(ref.Namespace), "", ref.Namespace)
+		ns, err := v.held(ctx, NamespaceNamed(ref.Namespace), "", ref.Namespace)
 		switch {
 		case err != nil && !apierrors.IsForbidden(err):
 			return nil, fmt.Errorf("read %s: namespace: %w", ref, err)
@@ -204,6 +231,9 @@ func (v *View) Object(ctx context.Context, ref objects.Ref) (runtime.Object, err
 func (v *View) Live(ctx context.Context, ref objects.Ref) (*unstructured.Unstructured, error) {
 	obj, err := v.Object(ctx, ref)
 	if err != nil || obj == nil {
+		return nil, err
+	}
+	if obj, err = objects.Decoded(obj); err != nil {
 		return nil, err
 	}
 	switch o := obj.(type) {
