@@ -38,7 +38,7 @@ type node struct {
 	resource  schema.Resource // kindResource
 	name      string          // resource or output name
 	body      *hclsyntax.Body // kindResource
-	spots     spots           // kindResource, once compact let body go
+	spots     spots           // kindResource, once decoded: body is let go
 	dependsOn []hcl.Traversal
 
 	description string // kindOutput

@@ -75,6 +75,9 @@ func Load(dir string, opts Options) (*Config, diag.Diagnostics) {
 	if ds.HasErrors() {
 		return nil, diags
 	}
+	// The graph holds each resource's body; without the files' bodies,
+	// which hold them all, each goes once its resource is decoded.
+	f.bodies = nil
 
 	raw, ds := collectValues(dir, opts.VarOptions, func(path string) (hcl.Attributes, diag.Diagnostics) {
 		file, hd := f.parser.ParseHCLFile(path)
@@ -176,7 +179,11 @@ func (c *Config) compact() {
 	}
 	c.root = nil
 	for addr, n := range c.resources {
-		c.resources[addr] = &node{addr: n.addr, kind: n.kind, declRange: n.declRange, spots: spotsOf(n.body)}
+		s := n.spots
+		if n.body != nil {
+			s = spotsOf(n.body)
+		}
+		c.resources[addr] = &node{addr: n.addr, kind: n.kind, declRange: n.declRange, spots: s}
 	}
 }
 

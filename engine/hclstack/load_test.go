@@ -190,3 +190,52 @@ resource "gpuslice_workload" "llm" {
 		t.Errorf("container.cpu_request (not written) located at %+v, want the container block, line 12", d.Range)
 	}
 }
+
+// A resource's syntax tree goes as soon as the resource is decoded, also
+// in a configuration with outputs (which keeps its graph to evaluate them
+// again after apply): diagnostics are still located, outputs evaluated.
+func TestSyntaxTreesGoOnceDecoded(t *testing.T) {
+	dir := t.TempDir()
+	src := `resource "gpuslice_package" "small" {
+  name      = "v100-8gi"
+  gpu_model = "Tesla V100-PCIE-32GB"
+  fraction  = 25
+}
+
+resource "gpuslice_workload" "llm" {
+  namespace = "team-a"
+  name      = "llm"
+  package   = gpuslice_package.small.name
+  container {
+    image = "ollama/ollama:0.24.0"
+  }
+}
+
+output "package" {
+  value = gpuslice_workload.llm.package
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, diags := Load(dir, Options{Stack: "demo", VarOptions: VarOptions{Env: []string{}}})
+	if diags.HasErrors() {
+		t.Fatalf("unexpected diagnostics:\n%v", diags.Err())
+	}
+	if c.root == nil {
+		t.Fatal("a configuration with outputs let go of its graph")
+	}
+	for addr, n := range c.resources {
+		if n.body != nil {
+			t.Errorf("%s kept its syntax tree after it was decoded", addr)
+		}
+	}
+	d := c.Locate(diag.Diagnostic{Address: "gpuslice_workload.llm", Attribute: "container.image"})
+	if d.Range == nil || d.Range.Line != 12 || d.Range.Column != 13 {
+		t.Errorf("container.image located at %+v, want main.tf line 12, column 13", d.Range)
+	}
+	outs, diags := c.EvalOutputs(nil)
+	if diags.HasErrors() || len(outs) != 1 || !outs[0].Value.IsKnown() || outs[0].Value.AsString() != "v100-8gi" {
+		t.Errorf("outputs evaluated again: %v, %v", outs, diags.Err())
+	}
+}
