@@ -211,6 +211,15 @@ func listWatch(c rest.Interface, resource, namespace string, tweak func(*metav1.
 	}
 	return listThenWatch{&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
+			// A list must show every write made before it: the view's
+			// barriers for its own writes go with a Reset, and others'
+			// writes are certain to show after Refresh. client-go's first
+			// list asks for "0", which the API server may answer from a
+			// cache that lags; "" is a consistent read (WatchList's initial
+			// events are too).
+			if options.ResourceVersion == "0" {
+				options.ResourceVersion = ""
+			}
 			return req(options).Do(ctx).Get()
 		},
 		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {

@@ -18,13 +18,18 @@ import (
 // A list may be large and is worth compressing (repeated workloads
 // compress 17 to 1); a watch after it carries a few small events, and a
 // compressed one holds a decompressor for as long as it runs. The initial
-// objects come by a list, not streamed over the watch.
+// objects come by a list, not streamed over the watch, and a consistent
+// one.
 func TestWatchesUncompressedListsCompressed(t *testing.T) {
 	var mu sync.Mutex
 	encodings := map[string]string{}
+	var listVersion []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		encodings[r.URL.Query().Get("watch")] = r.Header.Get("Accept-Encoding")
+		if r.URL.Query().Get("watch") == "" {
+			listVersion = r.URL.Query()["resourceVersion"]
+		}
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		if r.URL.Query().Get("watch") == "true" {
@@ -45,7 +50,9 @@ func TestWatchesUncompressedListsCompressed(t *testing.T) {
 		t.Error("the reflector would stream the initial objects over the uncompressed watch")
 	}
 	lwc := cache.ToListerWatcherWithContext(lw)
-	if _, err := lwc.ListWithContext(context.Background(), metav1.ListOptions{}); err != nil {
+	// client-go's first list asks for "0": any version, which a lagging
+	// cache may answer.
+	if _, err := lwc.ListWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "0"}); err != nil {
 		t.Fatal(err)
 	}
 	w, err := lwc.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "1"})
@@ -55,6 +62,9 @@ func TestWatchesUncompressedListsCompressed(t *testing.T) {
 	w.Stop()
 	mu.Lock()
 	defer mu.Unlock()
+	if len(listVersion) != 0 && listVersion[0] != "" {
+		t.Errorf("list asked for resourceVersion %q, want a consistent read (none)", listVersion[0])
+	}
 	if got := encodings[""]; got != "gzip" {
 		t.Errorf("list asked for Accept-Encoding %q, want gzip", got)
 	}
