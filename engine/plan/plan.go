@@ -51,8 +51,8 @@ type Change struct {
 	// Desired is what apply sends, and Live what the cluster held, for a
 	// change that does something; a no-op keeps neither, only Rendered
 	// (nothing for an object removed from the configuration). Live is the
-	// view's own object (a client-go type, or unstructured): read it, never
-	// change it.
+	// object as read (a client-go type, or unstructured; decoded for this
+	// change when the reader holds it encoded): read it, never change it.
 	Desired  *unstructured.Unstructured `json:"-"`
 	Live     runtime.Object             `json:"-"`
 	Rendered objects.Object             `json:"-"`

@@ -23,7 +23,7 @@ func liveDeployment() *appsv1.Deployment {
 			Labels:      map[string]string{objects.LabelWorkload: "ollama", objects.LabelStack: "prod"},
 			Annotations: map[string]string{objects.AnnotationAddress: "gpuslice_workload.ollama"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: objects.FieldManager, Operation: metav1.ManagedFieldsOperationApply,
-				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}}}},
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`)}}},
 		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "ollama", Image: "ollama/ollama:0.24.0"}}}}},
 		Status: appsv1.DeploymentStatus{ObservedGeneration: 3},

@@ -18,8 +18,8 @@ func TestAppliedKindsAreHeldEncoded(t *testing.T) {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "ollama", Namespace: "team-a", ResourceVersion: "7",
 		Labels: map[string]string{objects.LabelWorkload: "ollama", render.LabelPreloadFor: "ollama", "app": "ollama"},
 		ManagedFields: []metav1.ManagedFieldsEntry{
-			{Manager: objects.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}},
-			{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}},
+			{Manager: objects.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)},
+			{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:status":{}}`)},
 		}}}
 	held, err := transform(ManagedKind("apps", "Deployment"))(d.DeepCopy())
 	if err != nil {
