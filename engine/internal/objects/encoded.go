@@ -76,9 +76,6 @@ func (e *Encoded) Decode() (runtime.Object, error) {
 	return obj, nil
 }
 
-// Size is the length of e's encoding.
-func (e *Encoded) Size() int { return len(e.raw) }
-
 // GetObjectKind, SetGroupVersionKind, GroupVersionKind and DeepCopyObject
 // make an Encoded object a runtime.Object, as an informer's store needs.
 func (e *Encoded) GetObjectKind() schema.ObjectKind { return e }
