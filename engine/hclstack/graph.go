@@ -37,8 +37,9 @@ type node struct {
 
 	resource  schema.Resource // kindResource
 	name      string          // resource or output name
-	body      *hclsyntax.Body // kindResource
-	spots     spots           // kindResource, once decoded: body is let go
+	text      text            // kindResource: its block, parsed again to decode it
+	variables []hcl.Traversal // kindResource: what its body refers to
+	spots     spots           // kindResource, once decoded
 	dependsOn []hcl.Traversal
 
 	description string // kindOutput
@@ -79,70 +80,21 @@ var outputSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 func buildGraph(f *files) (*graph, diag.Diagnostics) {
 	g := &graph{nodes: map[string]*node{}}
 	var diags diag.Diagnostics
-	add := func(n *node) {
-		if prev, dup := g.nodes[n.addr]; dup {
-			diags = append(diags, errAt(n.declRange, "Duplicate declaration", fmt.Sprintf("%s is already declared at %s", n.addr, rangeOf(&prev.declRange))))
-			return
-		}
-		g.nodes[n.addr] = n
-		g.decl = append(g.decl, n)
-	}
-	for _, body := range f.bodies {
-		content, hd := body.Content(topLevel)
-		diags = append(diags, fromHCL(hd)...)
-		for _, block := range content.Blocks {
-			switch block.Type {
-			case "variable":
-				v, ds := decodeVariable(block)
-				diags = append(diags, ds...)
-				if v != nil {
-					g.variables = append(g.variables, v)
-					add(&node{addr: "var." + v.name, kind: kindVariable, declRange: block.DefRange, variable: v})
-				}
-			case "locals":
-				attrs, hd := block.Body.JustAttributes()
-				diags = append(diags, fromHCL(hd)...)
-				for _, a := range sortedAttrs(attrs) {
-					add(&node{addr: "local." + a.Name, kind: kindLocal, declRange: a.NameRange, expr: a.Expr})
-				}
-			case "output":
-				oc, hd := block.Body.Content(outputSchema)
-				diags = append(diags, fromHCL(hd)...)
-				if hd.HasErrors() {
-					continue
-				}
-				n := &node{addr: "output." + block.Labels[0], kind: kindOutput, name: block.Labels[0], declRange: block.DefRange, expr: oc.Attributes["value"].Expr}
-				if a, ok := oc.Attributes["description"]; ok {
-					if v, hd := a.Expr.Value(nil); !hd.HasErrors() && v.Type() == cty.String && v.IsKnown() && !v.IsNull() {
-						n.description = v.AsString()
-					}
-				}
-				if a, ok := oc.Attributes["sensitive"]; ok {
-					if v, hd := a.Expr.Value(nil); !hd.HasErrors() && v.Type() == cty.Bool && v.IsKnown() && !v.IsNull() {
-						n.sensitive = v.True()
-					}
-				}
-				if a, ok := oc.Attributes["depends_on"]; ok {
-					n.dependsOn, diags = dependsOn(a, diags)
-				}
+	for _, d := range f.decls {
+		diags = append(diags, d.diags...)
+		for _, n := range d.nodes {
+			switch n.kind {
+			case kindVariable:
+				g.variables = append(g.variables, n.variable)
+			case kindOutput:
 				g.outputs = append(g.outputs, n)
-				add(n)
-			case "resource":
-				n, ds := resourceNode(block)
-				diags = append(diags, ds...)
-				if n != nil {
-					add(n)
-				}
-			case "data":
-				diags = append(diags, errAt(block.DefRange, "Data sources are not read by the gpuslice CLI",
-					fmt.Sprintf("data %q %q is evaluated by the Terraform provider only; with the CLI, use `gpuslice status` or a resource attribute instead", block.Labels[0], block.Labels[1])))
-			case "module":
-				n, ds := moduleNode(block)
-				diags = append(diags, ds...)
-				if n != nil {
-					add(n)
-				}
 			}
+			if prev, dup := g.nodes[n.addr]; dup {
+				diags = append(diags, errAt(n.declRange, "Duplicate declaration", fmt.Sprintf("%s is already declared at %s", n.addr, rangeOf(&prev.declRange))))
+				continue
+			}
+			g.nodes[n.addr] = n
+			g.decl = append(g.decl, n)
 		}
 	}
 	if diags.HasErrors() {
@@ -163,40 +115,6 @@ func (g *graph) resolveAll() diag.Diagnostics {
 		}
 	}
 	return diags
-}
-
-func resourceNode(block *hcl.Block) (*node, diag.Diagnostics) {
-	typ, name := block.Labels[0], block.Labels[1]
-	res, ok := schema.ResourceByType(typ)
-	if !ok {
-		detail := fmt.Sprintf("the gpuslice CLI manages gpuslice resources only (%s)", strings.Join(resourceTypes(), ", "))
-		if strings.HasPrefix(typ, "gpuslice_") {
-			detail = fmt.Sprintf("%q is not a gpuslice resource type%s; the types are %s", typ, diag.Suggest(typ, resourceTypes()), strings.Join(resourceTypes(), ", "))
-		}
-		return nil, diag.Diagnostics{errAt(block.LabelRanges[0], "Unknown resource type", detail)}
-	}
-	if !hclsyntax.ValidIdentifier(name) {
-		return nil, diag.Diagnostics{errAt(block.LabelRanges[1], "Invalid resource name", fmt.Sprintf("%q: a name starts with a letter and holds letters, digits, '_' and '-'", name))}
-	}
-	meta, rest, hd := block.Body.PartialContent(resourceMeta)
-	diags := fromHCL(hd)
-	n := &node{addr: typ + "." + name, kind: kindResource, declRange: block.DefRange, resource: res, name: name, body: bodyOf(rest)}
-	if n.body == nil {
-		n.body = bodyOf(block.Body)
-	}
-	for _, a := range []string{"count", "for_each"} {
-		if attr, ok := meta.Attributes[a]; ok {
-			diags = append(diags, errAt(attr.NameRange, "Unsupported meta-argument",
-				fmt.Sprintf("%s is not supported by the gpuslice CLI; declare each resource, or apply this configuration with terraform or tofu", a)))
-		}
-	}
-	for _, b := range meta.Blocks {
-		diags = append(diags, errAt(b.DefRange, "Unsupported block", fmt.Sprintf("%s blocks are not supported by the gpuslice CLI", b.Type)))
-	}
-	if attr, ok := meta.Attributes["depends_on"]; ok {
-		n.dependsOn, diags = dependsOn(attr, diags)
-	}
-	return n, diags
 }
 
 func dependsOn(attr *hcl.Attribute, diags diag.Diagnostics) ([]hcl.Traversal, diag.Diagnostics) {
@@ -220,7 +138,7 @@ func (g *graph) resolveRefs(n *node) diag.Diagnostics {
 	case kindLocal, kindOutput:
 		traversals = n.expr.Variables()
 	case kindResource:
-		traversals = bodyVariables(n.body)
+		traversals = append(traversals, n.variables...)
 	case kindModule:
 		for _, a := range n.inputs {
 			traversals = append(traversals, a.Expr.Variables()...)

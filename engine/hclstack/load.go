@@ -75,10 +75,6 @@ func Load(dir string, opts Options) (*Config, diag.Diagnostics) {
 	if ds.HasErrors() {
 		return nil, diags
 	}
-	// The graph holds each resource's body; without the files' bodies,
-	// which hold them all, each goes once its resource is decoded.
-	f.bodies = nil
-
 	raw, ds := collectValues(dir, opts.VarOptions, func(path string) (hcl.Attributes, diag.Diagnostics) {
 		file, hd := f.parser.ParseHCLFile(path)
 		if hd.HasErrors() {
@@ -158,11 +154,7 @@ func (c *Config) Locate(d diag.Diagnostic) diag.Diagnostic {
 	if !ok {
 		return d
 	}
-	s := n.spots
-	if n.body != nil {
-		s = spotsOf(n.body)
-	}
-	r := s.find(n.declRange, d.Attribute)
+	r := n.where().find(n.declRange, d.Attribute)
 	d.Range = rangeOf(&r)
 	return d
 }
@@ -179,12 +171,21 @@ func (c *Config) compact() {
 	}
 	c.root = nil
 	for addr, n := range c.resources {
-		s := n.spots
-		if n.body != nil {
-			s = spotsOf(n.body)
-		}
-		c.resources[addr] = &node{addr: n.addr, kind: n.kind, declRange: n.declRange, spots: s}
+		c.resources[addr] = &node{addr: n.addr, kind: n.kind, declRange: n.declRange, spots: n.where()}
 	}
+}
+
+// where is where a resource writes each part: found when it was decoded,
+// or now for one that was not (evaluation stopped before it).
+func (n *node) where() spots {
+	if n.spots != nil || n.text.src == nil {
+		return n.spots
+	}
+	body, ds := n.body()
+	if ds.HasErrors() {
+		return nil
+	}
+	return spotsOf(body)
 }
 
 // bodyOf returns the syntax body of an hcl.Body from a .tf file.

@@ -126,7 +126,6 @@ func (m *module) call(c *Config, ev *evaluator, n *node, stack *spec.Stack, dept
 	if ds.HasErrors() {
 		return diags
 	}
-	f.bodies = nil // as in Load
 	raw := map[string]rawValue{}
 	for _, a := range sortedAttrs(n.inputs) {
 		if _, ok := g.nodes["var."+a.Name]; !ok {

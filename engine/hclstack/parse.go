@@ -31,6 +31,7 @@
 package hclstack
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -58,13 +59,14 @@ var topLevel = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "module", LabelNames: []string{"name"}},
 }}
 
-// files holds the parsed configuration files of one directory.
+// files holds what the configuration files of one directory declare.
 type files struct {
 	parser *hclparse.Parser
-	bodies []*hclsyntax.Body
+	decls  []decl
 }
 
-// parseDir parses every *.tf file in dir, in name order.
+// parseDir parses every *.tf file in dir, in name order, and reads what
+// each declares.
 func parseDir(dir string) (*files, diag.Diagnostics) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -84,9 +86,18 @@ func parseDir(dir string) (*files, diag.Diagnostics) {
 	f := &files{parser: hclparse.NewParser()}
 	var diags diag.Diagnostics
 	for _, n := range names {
-		bodies, hd := parseFile(filepath.Join(dir, n))
+		path := filepath.Join(dir, n)
+		src, err := os.ReadFile(path)
+		if err != nil {
+			diags = append(diags, diag.Diagnostic{Severity: diag.Error, Summary: "Failed to read file",
+				Detail: fmt.Sprintf("The configuration file %q could not be read: %v.", path, err)})
+			continue
+		}
+		decls, hd := parseFile(src, path, func(body *hclsyntax.Body) []decl { return declare(body, src) })
 		diags = append(diags, fromHCL(hd)...)
-		f.bodies = append(f.bodies, bodies...)
+		for _, d := range decls {
+			f.decls = append(f.decls, d...)
+		}
 	}
 	return f, diags
 }

@@ -2,8 +2,8 @@ package hclstack
 
 import (
 	"bytes"
-	"fmt"
-	"os"
+	"runtime"
+	"slices"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -16,26 +16,24 @@ import (
 // fraction of that, and the pieces parse on every core.
 const pieceSize = 32 << 10
 
-// parseFile parses one .tf file into its bodies: one, or one per piece of
-// a large file. The pieces are cut where a top-level block seems to start
-// (pieces); a cut that guessed wrong (inside a
-// heredoc or a comment) leaves a piece that does not parse, and then the
-// whole file is parsed again, so that its diagnostics are those of the
-// file, whatever the pieces.
-func parseFile(path string) ([]*hclsyntax.Body, hcl.Diagnostics) {
-	src, err := os.ReadFile(path)
-	if err != nil {
-		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Failed to read file",
-			Detail: fmt.Sprintf("The configuration file %q could not be read: %v.", path, err)}}
-	}
+// parseFile parses one .tf file, src read from path, and hands each body
+// it parses to read: one, or one per piece of a large file. The pieces
+// are cut where a top-level block seems to start (pieces), and parsed a
+// few at a time: read gets each body in the file's order and keeps what
+// it needs of it, so the syntax trees of a file of thousands of resources
+// are not all held at once. A cut that guessed wrong (inside a heredoc or
+// a comment) leaves a piece that does not parse, and then the whole file
+// is parsed again, so that its diagnostics are those of the file,
+// whatever the pieces.
+func parseFile[T any](src []byte, path string, read func(*hclsyntax.Body) T) ([]T, hcl.Diagnostics) {
 	if ps := pieces(src, pieceSize); len(ps) > 1 {
-		if bodies, diags, ok := parsePieces(src, path, ps); ok {
-			return bodies, diags
+		if out, diags, ok := parsePieces(src, path, ps, read); ok {
+			return out, diags
 		}
 	}
 	f, diags := hclsyntax.ParseConfig(src, path, hcl.InitialPos)
 	if body, ok := f.Body.(*hclsyntax.Body); ok {
-		return []*hclsyntax.Body{body}, diags
+		return []T{read(body)}, diags
 	}
 	return nil, diags
 }
@@ -79,22 +77,30 @@ func pieces(src []byte, size int) []piece {
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
-// parsePieces parses the pieces on as many goroutines as the process may
-// run at once; ok is false when one does not parse on its own.
-func parsePieces(src []byte, path string, ps []piece) ([]*hclsyntax.Body, hcl.Diagnostics, bool) {
-	bodies := make([]*hclsyntax.Body, len(ps))
-	diags := make([]hcl.Diagnostics, len(ps))
-	onEveryCore(len(ps), func(i int) {
-		f, d := hclsyntax.ParseConfig(src[ps[i].start.Byte:ps[i].end], path, ps[i].start)
-		bodies[i], _ = f.Body.(*hclsyntax.Body)
-		diags[i] = d
-	})
+// parsePieces parses the pieces, as many at once as the process may run
+// goroutines, and hands each body to read; ok is false when one does not
+// parse on its own, and what read returned is then dropped.
+func parsePieces[T any](src []byte, path string, ps []piece, read func(*hclsyntax.Body) T) ([]T, hcl.Diagnostics, bool) {
+	out := make([]T, 0, len(ps))
 	var all hcl.Diagnostics
-	for i, d := range diags {
-		if d.HasErrors() || bodies[i] == nil {
-			return nil, nil, false
+	for window := range slices.Chunk(ps, runtime.GOMAXPROCS(0)) {
+		got := make([]T, len(window))
+		diags := make([]hcl.Diagnostics, len(window))
+		ok := make([]bool, len(window))
+		onEveryCore(len(window), func(i int) {
+			f, d := hclsyntax.ParseConfig(src[window[i].start.Byte:window[i].end], path, window[i].start)
+			diags[i] = d
+			if body, isSyntax := f.Body.(*hclsyntax.Body); isSyntax && !d.HasErrors() {
+				got[i], ok[i] = read(body), true
+			}
+		})
+		for i := range window {
+			if !ok[i] {
+				return nil, nil, false
+			}
+			all = append(all, diags[i]...)
 		}
-		all = append(all, d...)
+		out = append(out, got...)
 	}
-	return bodies, all, true
+	return out, all, true
 }

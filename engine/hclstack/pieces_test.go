@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -23,7 +24,7 @@ func TestPiecesParseAsTheWholeFile(t *testing.T) {
 	if len(ps) < 20 {
 		t.Fatalf("%d pieces of a file of 40 blocks cut every 100 bytes", len(ps))
 	}
-	bodies, diags, ok := parsePieces(src, "main.tf", ps)
+	bodies, diags, ok := parsePieces(src, "main.tf", ps, keepBody)
 	if !ok || diags.HasErrors() {
 		t.Fatalf("pieces did not parse: %v", diags)
 	}
@@ -56,14 +57,10 @@ func TestPiecesFallBackToTheWholeFile(t *testing.T) {
 		fmt.Fprintf(&b, "resource \"gpuslice_package\" \"q%d\" {\n  name = \"q%d\"\n}\n", i, i)
 	}
 	src := []byte(b.String())
-	if _, _, ok := parsePieces(src, "main.tf", pieces(src, 1)); ok {
+	if _, _, ok := parsePieces(src, "main.tf", pieces(src, 1), keepBody); ok {
 		t.Fatal("pieces cut inside a heredoc and a comment parsed: the test cuts nowhere wrong")
 	}
-	path := filepath.Join(t.TempDir(), "main.tf")
-	if err := os.WriteFile(path, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bodies, diags := parseFile(path)
+	bodies, diags := parseFile(src, "main.tf", keepBody)
 	if diags.HasErrors() || len(bodies) == 0 {
 		t.Fatalf("parseFile: %v", diags)
 	}
@@ -82,3 +79,65 @@ func TestPiecesFallBackToTheWholeFile(t *testing.T) {
 		t.Errorf("%d blocks (want %d), heredoc ends %q", blocks, want, script[max(0, len(script)-60):])
 	}
 }
+
+func keepBody(b *hclsyntax.Body) *hclsyntax.Body { return b }
+
+// What a large file declares holds its text and where each resource
+// refers, not the syntax trees of its pieces: parsed, a file of thousands
+// of workloads holds a few times its size (its syntax trees, twenty).
+func TestParsedFileHoldsNoSyntaxTrees(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("resource \"gpuslice_package\" \"p\" {\n  name      = \"p\"\n  gpu_model = \"Tesla V100-PCIE-32GB\"\n  fraction  = 25\n}\n\n")
+	for i := range 2000 {
+		fmt.Fprintf(&b, workloadBlock, i, i%10, i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	held := func(f func() any) uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		kept := f()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(kept)
+		return after.HeapAlloc - min(after.HeapAlloc, before.HeapAlloc)
+	}
+	size := uint64(b.Len())
+	declared := held(func() any {
+		f, diags := parseDir(dir)
+		if diags.HasErrors() {
+			t.Fatalf("parse: %v", diags.Err())
+		}
+		return f
+	})
+	trees := held(func() any {
+		bodies, _ := parseFile([]byte(b.String()), "main.tf", keepBody)
+		return bodies
+	})
+	t.Logf("a file of %d KiB: %d KiB declared, %d KiB of syntax trees", size>>10, declared>>10, trees>>10)
+	if declared > 6*size || declared > trees/2 {
+		t.Errorf("what a file of %d KiB declares holds %d KiB, its syntax trees %d KiB: the declarations keep the trees", size>>10, declared>>10, trees>>10)
+	}
+}
+
+const workloadBlock = `resource "gpuslice_workload" "w%d" {
+  namespace = "ns%d"
+  name      = "w%d"
+  package   = gpuslice_package.p.name
+  replicas  = 0
+  container {
+    image          = "ollama/ollama:0.24.0"
+    cpu_request    = "1"
+    memory_request = "2Gi"
+    env            = { OLLAMA_CONTEXT_LENGTH = "4096" }
+    port {
+      container_port = 11434
+      name           = "http"
+    }
+  }
+}
+
+`
