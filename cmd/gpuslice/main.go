@@ -16,6 +16,7 @@ import (
 var version = "dev"
 
 func main() {
+	setGCPercent(os.Getenv)
 	root := &cobra.Command{
 		Use:           "gpuslice",
 		Version:       version,
