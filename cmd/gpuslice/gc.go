@@ -7,9 +7,9 @@ import "runtime/debug"
 // default 100 %. A plan or apply of thousands of workloads peaks while its
 // configuration loads and the cluster's objects arrive, at once, and most
 // of what that allocates is garbage as soon as it is read: at 1000
-// workloads this lowers a no-change plan's peak RSS by about 7 MiB (8 %)
-// for about a tenth more CPU time (docs/guides/benchmarks.md). GOGC, when
-// set, decides.
+// workloads this lowered a no-change plan's peak RSS by 6–7 MiB (7 %) for
+// 6–12 % more CPU time in two interleaved runs (docs/guides/benchmarks.md).
+// GOGC, when set, decides.
 const gcPercent = 75
 
 func setGCPercent(getenv func(string) string) {
