@@ -28,8 +28,9 @@ func New(address string, obj runtime.Object, apiVersion, kind string) Object {
 	if e, ok, err := Encode(obj, gvk); ok && err == nil {
 		return Object{Address: address, src: e, gvk: gvk}
 	}
-	// Not a client-go type, or one that failed to encode: kept as it is,
-	// and Unstructured reports what is wrong with it.
+	// Not a client-go type (unstructured: a custom resource's kind): kept
+	// as it is. So is a client-go object that fails to encode, which
+	// generated code does not do; it is then held as its Go value.
 	return Object{Address: address, src: obj, gvk: gvk}
 }
 
