@@ -139,6 +139,12 @@ func (v *View) start(k entryKey) *entry {
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		select {
 		case <-e.ready:
+			if ctx.Err() != nil {
+				// The view is stopping (the command ends): a watch cut by
+				// that is no error, and a line on stderr after a plan's
+				// JSON would spoil it for whoever reads both streams.
+				return
+			}
 			cache.DefaultWatchErrorHandler(ctx, r, err) // the reflector lists and watches again
 		default:
 			// Not synced yet: say why now rather than retry in the background.
