@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"k8s.io/klog/v2/ktesting"
 	testclock "k8s.io/utils/clock/testing"
@@ -111,8 +112,12 @@ func TestXID(t *testing.T) {
 	e.waitFor(1, "xid-48")
 	e.clock.Step(time.Second)
 	e.inject(simulate.InjectXID(e.s, 0, 13))
-	e.inject(simulate.InjectDoubleBitECC(e.s, 0)) // marks that the events before were handled
-	e.waitFor(0, health.ReasonDoubleBitECC)
+	// marks that the events before were handled: events are handled in
+	// order, and only the event can give this reason (a double-bit ECC
+	// error would not do: the reading of its counter may see it first,
+	// leaving its event to land after the next step of the clock)
+	e.inject(simulate.InjectXID(e.s, 0, 94))
+	e.waitFor(0, "xid-94")
 	if _, bad := e.w.Fault(e.gpus[1].UUID); !bad {
 		t.Fatal("GPU 1 healthy one second after the recovery time of its first fault, though its last came later")
 	}
@@ -174,6 +179,27 @@ func TestECCCounter(t *testing.T) {
 	e := startOn(t, s)
 	e.waitFor(1, health.ReasonDoubleBitECC)
 	if f, _ := e.w.Fault(e.gpus[1].UUID); f.Message != "uncorrectable ECC errors since the driver loaded: 1" {
+		t.Errorf("message %q", f.Message)
+	}
+	if f, bad := e.w.Fault(e.gpus[0].UUID); bad {
+		t.Errorf("GPU 0 unhealthy: %+v", f)
+	}
+}
+
+// TestECCEvent: the double-bit ECC event alone makes its GPU unhealthy,
+// on a driver whose ECC counter cannot be read (so no reading of the
+// counter can be what found the error).
+func TestECCEvent(t *testing.T) {
+	s := simulate.New(simulate.Spec{Profile: "v100-32gb", Count: 2}, t.Name())
+	for _, d := range s.Devices {
+		d.(*server.Device).GetTotalEccErrorsFunc = func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) {
+			return 0, nvml.ERROR_NOT_SUPPORTED
+		}
+	}
+	e := startOn(t, s)
+	e.inject(simulate.InjectDoubleBitECC(e.s, 1))
+	e.waitFor(1, health.ReasonDoubleBitECC)
+	if f, _ := e.w.Fault(e.gpus[1].UUID); f.Message != "double-bit (uncorrectable) ECC error" {
 		t.Errorf("message %q", f.Message)
 	}
 	if f, bad := e.w.Fault(e.gpus[0].UUID); bad {
