@@ -76,8 +76,8 @@ func TestDrainedGPUsAreNotFree(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = maintenance.Undrain(context.Background(), c.Client(), maintenance.Target{Node: node}) })
-	// The plan reads the rules through the engine's watch: wait for the
-	// drain to reach it rather than for a time.
+	// Wait for the drain to show in what a run reads rather than for a
+	// time.
 	pollCapacity(t, e, "drain-whole", func(pc capacity.Package) bool { return pc.Published == 2 && pc.Free == 0 })
 	if p := mustPlan(t, e, s); !contains(warningsOf(p.Diagnostics), noFree) {
 		t.Errorf("drained: plan warnings %q lack %q", warningsOf(p.Diagnostics), noFree)
@@ -95,6 +95,7 @@ func pollCapacity(t *testing.T, e *engine.Engine, name string, ok func(capacity.
 	t.Helper()
 	var last capacity.Package
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		e.Refresh() // a run that only reads sees the cluster as its lists found it: each poll is a run
 		pcs, err := e.Capacity(ctx)
 		if err != nil {
 			return false, err

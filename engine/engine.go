@@ -45,11 +45,13 @@ type Engine struct {
 	// Tables are the data tables the plan-time checks read.
 	Tables *tables.Set
 	// Continuous keeps one view across Plan calls, for a loop that plans
-	// again and again (gpuslice reconcile): a round reads what the watches
-	// have delivered, so a change someone made moments before it may show
-	// only in the next round. Otherwise every Plan and PlanDestroy starts a
-	// run and lists the cluster afresh (as many lists as kinds, whatever
-	// the stack's size): nothing changed since the last run can be hidden.
+	// again and again (gpuslice reconcile): the view watches, and a round
+	// reads what the watches have delivered, so a change someone made
+	// moments before it may show only in the next round. Otherwise every
+	// Plan and PlanDestroy starts a run and lists the cluster afresh (as
+	// many lists as kinds, whatever the stack's size): nothing changed
+	// since the last run can be hidden. Such a run opens watches only once
+	// it writes or waits.
 	Continuous bool
 	view       *view.View
 	// begun is the stack whose run Begin started, which its next plan
@@ -89,9 +91,10 @@ func New(cfg *rest.Config, inventoryNamespace string) (*Engine, error) {
 func (e *Engine) Close() { e.view.Close() }
 
 // Refresh starts a new run: the next reads list the cluster afresh, as a
-// new process would. The engine's own writes never need it; changes made
-// by others arrive by watch within moments, and are certain to be seen
-// after Refresh. It must not be called while other reads run.
+// new process would. The engine's own writes never need it. Changes made
+// by others are certain to be seen after Refresh; before it, only once the
+// run watches (it has written or waited, or is Continuous), within the
+// watch's latency. It must not be called while other reads run.
 func (e *Engine) Refresh() { e.view.Reset() }
 
 // Informers says how many informers the engine's view runs: the reads a
@@ -194,12 +197,15 @@ func (e *Engine) PlanDestroy(ctx context.Context, stack string) (*plan.Plan, err
 }
 
 // startRun lists the cluster afresh at the next reads, unless the engine
-// is Continuous. Only the stack-wide plans start runs: the provider's
+// is Continuous, whose view follows the cluster instead. Only the
+// stack-wide plans start runs: the provider's
 // per-resource calls run concurrently within one run (Configure starts it).
 func (e *Engine) startRun() {
 	if !e.Continuous {
 		e.view.Reset()
+		return
 	}
+	e.view.Follow()
 }
 
 func (e *Engine) planObjects(ctx context.Context, stack string, objs []objects.Object, opts plan.Options) (*plan.Plan, error) {

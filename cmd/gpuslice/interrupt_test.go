@@ -50,6 +50,7 @@ func TestInterruptedApplyStopsCleanly(t *testing.T) {
 				t.Fatalf("apply after %s: exit %d\n%s", sig, cmd.ProcessState.ExitCode(), text)
 			}
 			done, total := atoi(t, m[1]), atoi(t, m[2])
+			e.Refresh() // a new run, which reads what the apply wrote
 			if h, err := e.Locks().Holder(ctx, stack); err != nil || h != nil {
 				t.Fatalf("the lock is still held by %+v (%v)", h, err)
 			}

@@ -27,11 +27,12 @@ type barrier struct {
 
 // Observe records a write (kube.Clients.OnWrite calls it).
 func (v *View) Observe(w kube.Write) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.followLocked() // the reads after a write wait for the watch to show it
 	if w.ResourceVersion == "" && !w.Deleted {
 		return
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
 	v.seq++
 	v.barriers[w.Resource] = append(v.barriers[w.Resource], barrier{seq: v.seq, w: w})
 }

@@ -200,7 +200,7 @@ func (v *View) typedListWatch(k entryKey, tweak func(*metav1.ListOptions)) (cach
 		}
 		v.rest[gv] = client
 	}
-	return listWatch(client, k.res.GVR.Resource, k.namespace, tweak), example
+	return listWatch(client, k.res.GVR.Resource, k.namespace, tweak, v.follow), example
 }
 
 // listWatch lists compressed, as client-go does, but watches uncompressed:
@@ -210,7 +210,13 @@ func (v *View) typedListWatch(k entryKey, tweak func(*metav1.ListOptions)) (cach
 // in 10 namespaces). The list is a LIST, not client-go's streaming watch
 // list, which would carry the initial objects uncompressed too: a
 // namespace of 100 workloads lists 24 KiB compressed, 414 KiB not.
-func listWatch(c rest.Interface, resource, namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher {
+//
+// The watch opens once follow is closed (View.Follow): a run that only
+// reads sends one request per informer, its list, and reads the cluster as
+// of it. A watch opened later starts from the list's resourceVersion, so
+// it delivers every change since; one the API server no longer holds
+// (410 Gone) makes the reflector list again.
+func listWatch(c rest.Interface, resource, namespace string, tweak func(*metav1.ListOptions), follow <-chan struct{}) cache.ListerWatcher {
 	req := func(options metav1.ListOptions) *rest.Request {
 		tweak(&options)
 		return c.Get().Namespace(namespace).Resource(resource).VersionedParams(&options, metav1.ParameterCodec)
@@ -229,6 +235,11 @@ func listWatch(c rest.Interface, resource, namespace string, tweak func(*metav1.
 			return req(options).Do(ctx).Get()
 		},
 		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+			select {
+			case <-follow:
+			case <-ctx.Done(): // the informer stops
+				return nil, ctx.Err()
+			}
 			options.Watch = true
 			return req(options).SetHeader("Accept-Encoding", "identity").Watch(ctx)
 		},

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,7 +20,8 @@ import (
 // compress 17 to 1); a watch after it carries a few small events, and a
 // compressed one holds a decompressor for as long as it runs. The initial
 // objects come by a list, not streamed over the watch, and a consistent
-// one.
+// one. The watch waits until the view follows the cluster: a run that only
+// reads sends nothing but its lists.
 func TestWatchesUncompressedListsCompressed(t *testing.T) {
 	var mu sync.Mutex
 	encodings := map[string]string{}
@@ -45,7 +47,8 @@ func TestWatchesUncompressedListsCompressed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lw := listWatch(client, "services", "ns", func(*metav1.ListOptions) {})
+	follow := make(chan struct{})
+	lw := listWatch(client, "services", "ns", func(*metav1.ListOptions) {}, follow)
 	if !watchlist.DoesClientNotSupportWatchListSemantics(lw) {
 		t.Error("the reflector would stream the initial objects over the uncompressed watch")
 	}
@@ -55,6 +58,19 @@ func TestWatchesUncompressedListsCompressed(t *testing.T) {
 	if _, err := lwc.ListWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "0"}); err != nil {
 		t.Fatal(err)
 	}
+	// The informer stops before the view follows. (Were the watch not
+	// held back, it would reach the server well within this time.)
+	stopped, stop := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer stop()
+	if _, err := lwc.WatchWithContext(stopped, metav1.ListOptions{ResourceVersion: "1"}); err == nil {
+		t.Fatal("a watch opened before the view follows the cluster")
+	}
+	mu.Lock()
+	if _, watched := encodings["true"]; watched {
+		t.Error("the watch reached the API server before the view follows the cluster")
+	}
+	mu.Unlock()
+	close(follow)
 	w, err := lwc.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "1"})
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,10 @@
 package view
 
 // Subscribe returns a channel that receives (coalesced) whenever any
-// informer sees a change, and a function ending the subscription.
+// informer sees a change, and a function ending the subscription. The view
+// follows the cluster from then on (Follow).
 func (v *View) Subscribe() (<-chan struct{}, func()) {
+	v.Follow()
 	ch := make(chan struct{}, 1)
 	v.subsMu.Lock()
 	v.subs[ch] = struct{}{}

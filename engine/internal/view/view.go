@@ -16,8 +16,12 @@
 //     the deletion. A resource applied in a run is what the resources
 //     planned after it see.
 //   - Fresh per run. A view starts empty, so its first read of a kind
-//     lists it as of now; out-of-band changes arrive by watch afterwards,
-//     within the watch's latency. Reset starts over, as a new process would.
+//     lists it as of now. A run that only reads (a plan) opens no watch
+//     and reads the cluster as of its lists: one request per informer.
+//     Once the run writes, waits for changes or is told to Follow, every
+//     informer watches from its list on, and out-of-band changes arrive
+//     within the watch's latency. Reset starts over, as a new process
+//     would.
 //
 // A namespaced kind is read one namespace at a time, in the namespaces a
 // run names (WarmIn, or its first read there), so a run's cost does not
@@ -58,6 +62,10 @@ type View struct {
 	entries  map[entryKey]*entry
 	barriers map[schema.GroupResource][]barrier
 	seq      uint64 // of the last barrier
+	// follow is closed once this generation's informers watch (Follow);
+	// until then each has only listed.
+	follow    chan struct{}
+	following bool
 	// wg counts the goroutines of this generation's informers; Reset and
 	// Close wait for them.
 	wg      *sync.WaitGroup
@@ -84,6 +92,26 @@ func (v *View) reset() {
 	v.entries = map[entryKey]*entry{}
 	v.barriers = map[schema.GroupResource][]barrier{}
 	v.wg = &sync.WaitGroup{}
+	v.follow, v.following = make(chan struct{}), false
+}
+
+// Follow makes the view's informers watch, those listed so far from their
+// lists on and those started later at once, until Reset: changes made by
+// others arrive within the watch's latency. A run that writes (Observe)
+// or waits for changes (Subscribe) follows by itself; a loop that reads
+// the same view round after round (gpuslice reconcile) calls it.
+func (v *View) Follow() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.followLocked()
+}
+
+// followLocked is Follow; v.mu is held.
+func (v *View) followLocked() {
+	if !v.following {
+		close(v.follow)
+		v.following = true
+	}
 }
 
 // Reset stops every informer and waits until they have stopped: the next
