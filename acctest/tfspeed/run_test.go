@@ -29,10 +29,11 @@ import (
 
 type tools struct {
 	tofu, gpuslice, tfrc string
+	schemaFloorTfrc      string // installs ./schemafloor (schemafloor_test.go)
 }
 
 // prepare installs the provider with `make install` into a mirror of its
-// own, as a user would, and builds the CLI.
+// own, as a user would, and builds the CLI and the schema floor.
 func prepare(b *testing.B) tools {
 	b.Helper()
 	clustertest.RequireTools(b)
@@ -48,6 +49,7 @@ func prepare(b *testing.B) tools {
 		b.Fatalf("make install: %v\n%s", err, out)
 	}
 	t.gpuslice = buildCLI(b)
+	t.schemaFloorTfrc = buildSchemaFloor(b, dir)
 	return t
 }
 
@@ -170,14 +172,19 @@ func measureTofu(b *testing.B, t tools, r *row) {
 	tofuWith(loggedEnv(env, logFile), []int{0}, "plan", "-detailed-exitcode")
 	r.planServer = serverCounts(b, c).sub(before).readsOnly()
 	r.planProvider = providerCounts(b, logFile, mark)
-	var timed, noRefresh []took
+	floorDir, floorEnv := schemaFloorStack(b, t, dir)
+	var timed, noRefresh, schemaFloor []took
 	for range plans {
 		timed = append(timed, tofu([]int{0}, "plan", "-detailed-exitcode"))
 		noRefresh = append(noRefresh, tofu([]int{0}, "plan", "-refresh=false", "-detailed-exitcode"))
+		// exit 0: the floor plans no change either
+		schemaFloor = append(schemaFloor, run(b, floorDir, floorEnv, []int{0}, t.tofu, "plan", "-detailed-exitcode", "-input=false", "-no-color"))
 	}
 	plan := median(timed)
 	r.tofuPlan, r.tofuPlanCPU = plan.wall, plan.cpu
 	r.tofuPlanNoRefresh = median(noRefresh).wall
+	floorPlan := median(schemaFloor)
+	r.schemaFloorPlan, r.schemaFloorPlanCPU = floorPlan.wall, floorPlan.cpu
 	profilePlan(b, loggedEnv(env, logFile), strconv.Itoa(r.workloads), func(env []string, allowed []int, args ...string) {
 		run(b, dir, env, allowed, t.tofu, append(args, "-input=false", "-no-color")...)
 	})
