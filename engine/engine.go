@@ -198,8 +198,8 @@ func (e *Engine) PlanDestroy(ctx context.Context, stack string) (*plan.Plan, err
 
 // startRun lists the cluster afresh at the next reads, unless the engine
 // is Continuous, whose view follows the cluster instead. Only the
-// stack-wide plans start runs: the provider's
-// per-resource calls run concurrently within one run (Configure starts it).
+// stack-wide plans start runs: the provider's per-resource calls run
+// concurrently within one run (Configure starts it).
 func (e *Engine) startRun() {
 	if !e.Continuous {
 		e.view.Reset()

@@ -3,7 +3,8 @@
 // and import, the plan-time checks, capacity, a workload's status and the
 // waits — is served by client-go informers that the view starts on first
 // use, one per Resource (a kind and the part of the cluster it covers, by
-// label or field selector), kept current by their watches. A Terraform run
+// label or field selector), kept current by their watches once the run
+// needs them (see Fresh per run). A Terraform run
 // (one provider process) or a CLI command therefore lists each kind once
 // however many resources it plans, and `gpuslice reconcile` keeps one view
 // across its rounds.
