@@ -83,13 +83,15 @@ type took struct {
 	rss       int64
 }
 
-// run runs a command in dir, returning how long it took; exit codes other
-// than those allowed fail the benchmark with the output.
+// run runs a command in dir (under peakrss, peakrss_test.go), returning
+// how long it took; exit codes other than those allowed fail the benchmark
+// with the output.
 func run(b testing.TB, dir string, env []string, allowed []int, name string, args ...string) took {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
+	report := newReport()
+	cmd := exec.CommandContext(ctx, peakRSSTool(b), append([]string{report, name}, args...)...)
 	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -104,11 +106,7 @@ func run(b testing.TB, dir string, env []string, allowed []int, name string, arg
 	}
 	for _, a := range allowed {
 		if a == code {
-			t := took{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
-			if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-				t.rss = ru.Maxrss << 10 // KiB on Linux
-			}
-			return t
+			return took{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), rss: readReport(b, report)}
 		}
 	}
 	b.Fatalf("%s %s: exit %d\n%s", filepath.Base(name), strings.Join(args, " "), code, tail(string(out), 60))
