@@ -16,18 +16,21 @@ import (
 )
 
 // pathRequests counts the requests sent through a config to paths that
-// end as suffix.
+// end as suffix, and of them the watches.
 type pathRequests struct {
-	next   http.RoundTripper
-	suffix string
-	mu     sync.Mutex
-	n      int
+	next       http.RoundTripper
+	suffix     string
+	mu         sync.Mutex
+	n, watches int
 }
 
 func (r *pathRequests) RoundTrip(req *http.Request) (*http.Response, error) {
 	if strings.HasSuffix(req.URL.Path, r.suffix) {
 		r.mu.Lock()
 		r.n++
+		if req.URL.Query().Get("watch") == "true" {
+			r.watches++
+		}
 		r.mu.Unlock()
 	}
 	return r.next.RoundTrip(req)
@@ -37,6 +40,12 @@ func (r *pathRequests) count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.n
+}
+
+func (r *pathRequests) watchCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.watches
 }
 
 // engineCounting is an engine of its own (a new process's) whose requests
