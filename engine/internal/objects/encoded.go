@@ -2,6 +2,7 @@ package objects
 
 import (
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -11,15 +12,18 @@ import (
 
 // Encoded is a live object kept as its protobuf encoding, beside the few
 // metadata an informer's keys, indexes and barriers read: name,
-// namespace, resourceVersion and the labels asked for. A Deployment
-// decoded into its client-go type holds about 4–5 KiB of heap, encoded
-// about a third of that, and a plan reads each object once: the view
-// keeps the objects of the kinds gpuslice applies this way, and decodes
-// one when it is read.
+// namespace, resourceVersion and the labels asked for (encoded_meta.go).
+// A Deployment decoded into its client-go type holds about 4–5 KiB of
+// heap, encoded about a third of that, and a plan reads each object once:
+// the view keeps the objects of the kinds gpuslice applies this way, and
+// decodes one when it is read. The metadata are kept as fields of their
+// own, not as a metav1.ObjectMeta (320 bytes with its map of labels, for
+// each of thousands of objects).
 type Encoded struct {
-	metav1.ObjectMeta
-	gvk schema.GroupVersionKind
-	raw []byte
+	name, namespace, resourceVersion string
+	labels                           []string // the kept labels: key, value, key, value…
+	gvk                              schema.GroupVersionKind
+	raw                              []byte
 }
 
 // protoObject is a client-go type with its generated protobuf methods.
@@ -45,14 +49,10 @@ func Encode(obj runtime.Object, gvk schema.GroupVersionKind, keep ...string) (*E
 	if err != nil {
 		return nil, false, fmt.Errorf("encode %s %s/%s: %w", gvk.Kind, m.GetNamespace(), m.GetName(), err)
 	}
-	e := &Encoded{gvk: gvk, raw: raw}
-	e.Name, e.Namespace, e.ResourceVersion = m.GetName(), m.GetNamespace(), m.GetResourceVersion()
+	e := &Encoded{gvk: gvk, raw: raw, name: m.GetName(), namespace: m.GetNamespace(), resourceVersion: m.GetResourceVersion()}
 	for _, k := range keep {
 		if v, ok := m.GetLabels()[k]; ok {
-			if e.Labels == nil {
-				e.Labels = map[string]string{}
-			}
-			e.Labels[k] = v
+			e.labels = append(e.labels, k, v)
 		}
 	}
 	return e, true, nil
@@ -63,14 +63,14 @@ func Encode(obj runtime.Object, gvk schema.GroupVersionKind, keep ...string) (*E
 func (e *Encoded) Decode() (runtime.Object, error) {
 	obj, err := scheme.Scheme.New(e.gvk)
 	if err != nil {
-		return nil, fmt.Errorf("decode %s %s/%s: %w", e.gvk.Kind, e.Namespace, e.Name, err)
+		return nil, fmt.Errorf("decode %s %s/%s: %w", e.gvk.Kind, e.namespace, e.name, err)
 	}
 	p, ok := obj.(protoObject)
 	if !ok {
-		return nil, fmt.Errorf("decode %s %s/%s: %T has no protobuf encoding; this is a bug in gpuslice", e.gvk.Kind, e.Namespace, e.Name, obj)
+		return nil, fmt.Errorf("decode %s %s/%s: %T has no protobuf encoding; this is a bug in gpuslice", e.gvk.Kind, e.namespace, e.name, obj)
 	}
 	if err := p.Unmarshal(e.raw); err != nil {
-		return nil, fmt.Errorf("decode %s %s/%s: %w", e.gvk.Kind, e.Namespace, e.Name, err)
+		return nil, fmt.Errorf("decode %s %s/%s: %w", e.gvk.Kind, e.namespace, e.name, err)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(e.gvk)
 	return obj, nil
@@ -85,9 +85,9 @@ func (e *Encoded) SetGroupVersionKind(gvk schema.GroupVersionKind) { e.gvk = gvk
 func (e *Encoded) GroupVersionKind() schema.GroupVersionKind { return e.gvk }
 
 func (e *Encoded) DeepCopyObject() runtime.Object {
-	c := &Encoded{gvk: e.gvk, raw: e.raw} // the encoding is never changed
-	e.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
-	return c
+	c := *e // the encoding is never changed
+	c.labels = slices.Clone(e.labels)
+	return &c
 }
 
 // Decoded returns obj, or the object it encodes when it is Encoded.

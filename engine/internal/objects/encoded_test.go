@@ -80,3 +80,33 @@ func TestOnlyClientGoTypesAreEncoded(t *testing.T) {
 		t.Errorf("Decoded changed an object that is not encoded: %v, %v", got, err)
 	}
 }
+
+// A store's objects are never changed: setting metadata an encoded object
+// does not keep is a bug, said at once rather than lost.
+func TestEncodedRefusesMetadataItDoesNotKeep(t *testing.T) {
+	e, _, err := objects.Encode(liveDeployment(), deploymentKind, objects.LabelWorkload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("SetAnnotations on an encoded object did not panic: the annotations would be lost")
+		}
+	}()
+	e.SetAnnotations(map[string]string{"a": "b"})
+}
+
+func TestEncodedCopyKeepsItsOwnLabels(t *testing.T) {
+	e, _, err := objects.Encode(liveDeployment(), deploymentKind, objects.LabelWorkload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.DeepCopyObject().(*objects.Encoded)
+	c.SetLabels(map[string]string{objects.LabelWorkload: "other"})
+	if got := e.GetLabels()[objects.LabelWorkload]; got != "ollama" {
+		t.Errorf("changing a copy's labels changed the original's: %q", got)
+	}
+	if c.GetName() != "ollama" || c.GetObjectKind().GroupVersionKind() != deploymentKind {
+		t.Errorf("copy: %s, %v", c.GetName(), c.GetObjectKind().GroupVersionKind())
+	}
+}
