@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -61,17 +62,34 @@ func newReport() string {
 	return filepath.Join(scratch, "rss-"+strconv.FormatInt(reports.Add(1), 10))
 }
 
-// readReport returns the peak RSS a report holds, in bytes.
-func readReport(b testing.TB, path string) int64 {
+// rssReport is what peakrss reports of one command, in bytes: its peak
+// RSS, and the largest anonymous and file-backed (for a static binary:
+// its own pages) resident memory of its own process.
+type rssReport struct{ peak, anon, file int64 }
+
+// readReport reads and removes a report.
+func readReport(b testing.TB, path string) rssReport {
 	b.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		b.Fatalf("read peakrss's report: %v", err)
 	}
 	os.Remove(path)
-	n, err := strconv.ParseInt(string(data), 10, 64)
-	if err != nil {
-		b.Fatalf("peakrss's report %q: %v", data, err)
+	var r rssReport
+	fields := map[string]*int64{"peak": &r.peak, "anon": &r.anon, "file": &r.file}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		key, value, _ := strings.Cut(line, " ")
+		field, ok := fields[key]
+		if !ok {
+			b.Fatalf("peakrss's report %q: unknown line %q", data, line)
+		}
+		if *field, err = strconv.ParseInt(value, 10, 64); err != nil {
+			b.Fatalf("peakrss's report %q: %v", data, err)
+		}
+		delete(fields, key)
 	}
-	return n
+	if len(fields) > 0 {
+		b.Fatalf("peakrss's report %q lacks a line", data)
+	}
+	return r
 }

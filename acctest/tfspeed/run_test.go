@@ -77,10 +77,12 @@ func cliBuild(dir, out string) *exec.Cmd {
 // command and of the children it waited for (tofu waits for its provider).
 // The CPU time is the figure to compare on a shared, noisy machine.
 // rss is the peak resident memory of the largest of them (the kernel
-// reports the maximum over a process and the children it waited for).
+// reports the maximum over a process and the children it waited for);
+// anon and file are the largest anonymous and file-backed resident memory
+// of the command's own process (file: for a static binary, its pages).
 type took struct {
-	wall, cpu time.Duration
-	rss       int64
+	wall, cpu       time.Duration
+	rss, anon, file int64
 }
 
 // run runs a command in dir (under peakrss, peakrss_test.go), returning
@@ -106,7 +108,8 @@ func run(b testing.TB, dir string, env []string, allowed []int, name string, arg
 	}
 	for _, a := range allowed {
 		if a == code {
-			return took{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), rss: readReport(b, report)}
+			r := readReport(b, report)
+			return took{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), rss: r.peak, anon: r.anon, file: r.file}
 		}
 	}
 	b.Fatalf("%s %s: exit %d\n%s", filepath.Base(name), strings.Join(args, " "), code, tail(string(out), 60))
