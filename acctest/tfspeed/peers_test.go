@@ -18,6 +18,7 @@ import (
 	"github.com/gpuslice/gpuslice/engine/hclstack"
 	"github.com/gpuslice/gpuslice/engine/render"
 	"github.com/gpuslice/gpuslice/internal/cluster"
+	"github.com/gpuslice/gpuslice/internal/gobuild"
 )
 
 // peerOps are what each tool does, in order, on a control plane of its own:
@@ -146,7 +147,14 @@ func baselineCLI(b *testing.B) (path, commit string) {
 	defer git("worktree", "remove", "--force", src)
 	path = filepath.Join(dir, "gpuslice")
 	if out, err := cliBuild(src, path).CombinedOutput(); err != nil {
-		b.Fatalf("build the CLI of %s: %v\n%s", commit, err, out)
+		// Until 2026-12-07 the CLI linked go-nvml, which needs cgo (the
+		// default baseline, a8f5d7e, does): build it as it was released.
+		withCgo := cliBuild(src, path)
+		withCgo.Env = append(gobuild.Env(), "CGO_ENABLED=1")
+		if cgoOut, cgoErr := withCgo.CombinedOutput(); cgoErr != nil {
+			b.Fatalf("build the CLI of %s: %v\n%s\nwith cgo: %v\n%s", commit, err, out, cgoErr, cgoOut)
+		}
+		b.Logf("the CLI of %s needs cgo: built with it, dynamically linked", commit)
 	}
 	return path, commit
 }
