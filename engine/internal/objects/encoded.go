@@ -17,8 +17,8 @@ import (
 // heap, encoded about a third of that, and a plan reads each object once:
 // the view keeps the objects of the kinds gpuslice applies this way, and
 // decodes one when it is read. The metadata are kept as fields of their
-// own, not as a metav1.ObjectMeta (320 bytes with its map of labels, for
-// each of thousands of objects).
+// own, about 200 bytes an object: a metav1.ObjectMeta with a map of
+// labels took about 470, 2.8 MB of a no-change plan of 1000 workloads.
 type Encoded struct {
 	name, namespace, resourceVersion string
 	labels                           []string // the kept labels: key, value, key, value…
