@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
 	"github.com/gpuslice/gpuslice/engine"
 	"github.com/gpuslice/gpuslice/engine/plan"
 	"github.com/gpuslice/gpuslice/engine/spec"
@@ -96,6 +99,11 @@ func TestAnySizeAndTimeSlicedOnTheScheduler(t *testing.T) {
 		}
 	}
 
+	t.Cleanup(func() {
+		if t.Failed() {
+			logScheduling(t, c, "sharing")
+		}
+	})
 	s := loadStack(t, "sharing", sharingHCL("sharing", sharedWorkloadHCL("small", "small", 1)+sharedWorkloadHCL("large", "large", 1)+sharedWorkloadHCL("shared", "shared", 2)))
 	p := mustApply(t, e, s)
 	warnings := append(warningsOf(spec.Validate(s, tables.Builtin().GPUModels)), warningsOf(p.Diagnostics)...)
@@ -199,5 +207,47 @@ func TestConsumableCapacityOff(t *testing.T) {
 	}
 	if got := errorsOf(p.Diagnostics); len(got) > 0 {
 		t.Errorf("a fraction stack fails at plan with the gate off: %q", got)
+	}
+}
+
+// logScheduling logs what the scheduler did with namespace's pods: each
+// pod's phase, node and claims, each claim's allocation and who holds it,
+// and the namespace's events (FailedScheduling says why a pod waits), for
+// a failure that one run on a busy machine met (CI of 2026-12-07 20:45:
+// the second time-sliced replica Pending for 90 s) and runs alone do not.
+func logScheduling(t *testing.T, c *cluster.Cluster, namespace string) {
+	ctx := context.Background()
+	client := c.Client()
+	if pods, err := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range pods.Items {
+			var claims []string
+			for _, st := range p.Status.ResourceClaimStatuses {
+				claims = append(claims, st.Name+"="+ptr.Deref(st.ResourceClaimName, ""))
+			}
+			t.Logf("pod %s: %s on %q, created %s, deleting %v, claims %v", p.Name, p.Status.Phase, p.Spec.NodeName, p.CreationTimestamp.Format(time.RFC3339), p.DeletionTimestamp != nil, claims)
+		}
+	}
+	if claims, err := client.ResourceV1().ResourceClaims(namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, rc := range claims.Items {
+			var devices, holders []string
+			if rc.Status.Allocation != nil {
+				for _, d := range rc.Status.Allocation.Devices.Results {
+					devices = append(devices, d.Pool+"/"+d.Device)
+				}
+			}
+			for _, r := range rc.Status.ReservedFor {
+				holders = append(holders, r.Name)
+			}
+			t.Logf("claim %s: devices %v, reserved for %v", rc.Name, devices, holders)
+		}
+	}
+	if events, err := client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, ev := range events.Items {
+			at := ev.LastTimestamp.Time
+			if at.IsZero() {
+				at = ev.EventTime.Time // the scheduler's events
+			}
+			t.Logf("event %s %s/%s: %s %s", at.Format(time.StampMilli), ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Reason, ev.Message)
+		}
 	}
 }
